@@ -1,0 +1,55 @@
+"""registry: a content-addressed evidence registry for coding-agent evaluation attempts.
+
+This module is the public API; everything else in the package is private.
+"""
+
+from registry.canonical import canonical_json
+from registry.digest import digest_bytes, digest_file, digest_json, short
+from registry.errors import (
+    InputFormatError,
+    IntegrityError,
+    InvalidRecordError,
+    LedgerConflictError,
+    ObjectNotFoundError,
+    QueryError,
+    ReadOnlyQueryError,
+    RegistryError,
+    RegistryRootError,
+)
+from registry.ingest import IngestResult, ingest
+from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
+from registry.ledger import LedgerEntry, read_ledger
+from registry.query import QueryResult, connect, run_query
+from registry.store import Store, open_store
+from registry.verify import VerifyReport, verify
+
+__all__ = [
+    "IngestResult",
+    "InputFormatError",
+    "IntegrityError",
+    "InvalidRecordError",
+    "LedgerConflictError",
+    "LedgerEntry",
+    "ObjectNotFoundError",
+    "QueryError",
+    "QueryResult",
+    "ReadOnlyQueryError",
+    "RegistryError",
+    "RegistryRootError",
+    "Store",
+    "VerifyReport",
+    "attempt_id_of",
+    "canonical_json",
+    "cohort_key_of",
+    "connect",
+    "digest_bytes",
+    "digest_file",
+    "digest_json",
+    "ingest",
+    "open_store",
+    "read_ledger",
+    "run_query",
+    "short",
+    "terminal_identity_of",
+    "verify",
+]

@@ -1,0 +1,242 @@
+"""`registry ingest`: harness output in, immutable Parquet segments and one commit out.
+
+All or nothing: every record of every input is validated before anything becomes visible.
+Rows wait in memory (spilled to part files in the writer's temp area past `spill_rows`),
+one segment per cohort is written to the temp area, segments are published create-if-absent,
+and only then is the commit that names them appended. A failure at any point leaves at most
+the temp area, which is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from registry import ledger
+from registry.digest import digest_file
+from registry.errors import InvalidRecordError
+from registry.keys import derive_keys, record_json
+from registry.sources import ProgressFn, Source, iter_payloads, resolve_sources, validate_payload
+from registry.store import MARKER, Store, open_store, remove_empty_store
+from registry.tables import read_segment, rows_to_table, to_row, write_segment
+
+SPILL_ROWS = 100_000
+
+
+@dataclass
+class IngestResult:
+    """What an ingest did."""
+
+    read: int
+    new: int
+    present: int
+    commit: ledger.LedgerEntry | None
+    sources: list[Source]
+
+
+@dataclass
+class _Cohort:
+    """Rows of one cohort waiting to become a segment."""
+
+    key: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[Path] = field(default_factory=list)
+    task_ids: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Batch:
+    store: Store
+    area: Path
+    spill_rows: int
+    cohorts: dict[str, _Cohort] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    known: dict[str, set[str]] = field(default_factory=dict)
+    segments_by_cohort: dict[str, list[str]] = field(default_factory=dict)
+    base_seq: int = 0
+    read: int = 0
+    present: int = 0
+    buffered: int = 0
+
+
+def ingest(
+    root: Path,
+    paths: list[str],
+    fmt: str = "auto",
+    progress: Callable[[int], ProgressFn | None] | None = None,
+    spill_rows: int = SPILL_ROWS,
+) -> IngestResult:
+    """Validate every record of `paths` and commit the new ones as one batch.
+
+    `progress`, if given, is called once with the total input size in bytes and returns a
+    callback that receives byte counts as they are read (or None for no progress).
+
+    Raises:
+        InputFormatError: an input is missing, empty or in an unknown format.
+        InvalidRecordError: a record is invalid; nothing is committed.
+    """
+    sources = resolve_sources(paths, fmt)
+    fresh = not Path(root, MARKER).exists()
+    store = open_store(root, create=True)
+    tick = progress(sum(s.size for s in sources)) if progress else None
+    try:
+        with store.temp_area() as area:
+            batch = _Batch(store, area, spill_rows)
+            _index_ledger(batch, ledger.read_ledger(store))
+            for source in sources:
+                for location, payload in iter_payloads(source, tick):
+                    _add(batch, source, location, payload)
+            commit, segments = _commit(batch, sources, _write_segments(batch))
+    except BaseException:
+        if fresh and ledger.head_seq(store) == 0:
+            remove_empty_store(store)  # a failed first ingest leaves no empty registry behind
+        raise
+    new = sum(s["rows"] for s in segments)
+    return IngestResult(batch.read, new, batch.read - new, commit, sources)
+
+
+def _index_ledger(batch: _Batch, entries: list[ledger.LedgerEntry]) -> None:
+    for entry in entries:
+        for segment in entry.commit.segments:
+            batch.segments_by_cohort.setdefault(segment.cohort_key, []).append(segment.path)
+            batch.known.pop(segment.cohort_key, None)  # reload lazily with the new segment
+        batch.base_seq = entry.seq
+
+
+def _known_ids(batch: _Batch, cohort_key: str) -> set[str]:
+    if cohort_key not in batch.known:
+        ids: set[str] = set()
+        for path in batch.segments_by_cohort.get(cohort_key, []):
+            table = read_segment(batch.store.resolve(path), ["attempt_id"])
+            ids.update(table.column("attempt_id").to_pylist())
+        batch.known[cohort_key] = ids
+    return batch.known[cohort_key]
+
+
+def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
+    record = record_json(validate_payload(source, location, payload))
+    cohort_key, identity, attempt_id = derive_keys(record)
+    if identity is not None and identity != record["terminal_identity"]:
+        raise InvalidRecordError(
+            source.label,
+            location,
+            "terminal_identity",
+            f"does not match the record; the digest of its cohort_key, envelope, experiment_id,"
+            f" repeat_index, task_id and terminal_class is {identity}",
+        )
+    batch.read += 1
+    if attempt_id in batch.seen or attempt_id in _known_ids(batch, cohort_key):
+        batch.present += 1
+        return
+    batch.seen.add(attempt_id)
+    cohort = batch.cohorts.setdefault(cohort_key, _Cohort(cohort_key))
+    cohort.rows.append(to_row(record, attempt_id, cohort_key))
+    cohort.task_ids.add(record["task_id"])
+    batch.buffered += 1
+    if batch.buffered >= batch.spill_rows:
+        _spill(batch)
+
+
+def _spill(batch: _Batch) -> None:
+    for cohort in batch.cohorts.values():
+        if cohort.rows:
+            part = batch.area / f"part-{len(cohort.parts)}-{cohort.key[7:23]}.parquet"
+            write_segment(rows_to_table(cohort.rows), part)
+            cohort.parts.append(part)
+            cohort.rows = []
+    batch.buffered = 0
+
+
+def _cohort_table(cohort: _Cohort) -> pa.Table:
+    tables = [read_segment(part) for part in cohort.parts]
+    if cohort.rows:
+        tables.append(rows_to_table(cohort.rows))
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _write_segments(batch: _Batch) -> list[dict[str, Any]]:
+    """Write one temp segment per cohort; return their descriptions, sorted by cohort."""
+    segments = []
+    for key in sorted(batch.cohorts):
+        cohort = batch.cohorts[key]
+        table = _cohort_table(cohort)
+        segments.append(_describe(batch, cohort, table))
+    return segments
+
+
+def _describe(batch: _Batch, cohort: _Cohort, table: pa.Table) -> dict[str, Any]:
+    temp = batch.area / f"segment-{cohort.key[7:]}-{len(table)}.parquet"
+    temp.unlink(missing_ok=True)
+    write_segment(table, temp)
+    digest = digest_file(temp)
+    return {
+        "_temp": temp,
+        "_table": table,
+        "_ids": set(table.column("attempt_id").to_pylist()),
+        "path": batch.store.segment_path(cohort.key, digest),
+        "digest": digest,
+        "rows": len(table),
+        "cohort_key": cohort.key,
+        "task_ids": sorted(set(table.column("task_id").to_pylist())),
+    }
+
+
+def _commit(
+    batch: _Batch, sources: list[Source], segments: list[dict[str, Any]]
+) -> tuple[ledger.LedgerEntry | None, list[dict[str, Any]]]:
+    """Publish the segments and append the commit, re-checking for races with other writers."""
+    for _ in range(ledger.MAX_ATTEMPTS):
+        segments = _drop_raced(batch, segments)
+        if not segments:
+            return None, []
+        for segment in segments:
+            batch.store.put_file(segment["_temp"], segment["path"])
+        fields = _commit_fields(batch, sources, segments)
+        prev = _digest_at(batch.store, batch.base_seq)
+        if ledger.try_append(batch.store, batch.base_seq + 1, prev, fields) is not None:
+            entry = ledger.read_entry(batch.store.resolve(ledger.commit_name(batch.base_seq + 1)))
+            return entry, segments
+        ledger.backoff()
+    raise ledger.LedgerConflictError("could not append to the ledger after repeated races")
+
+
+def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Remove attempts another writer committed since this batch read the ledger."""
+    newer = [e for e in ledger.read_ledger(batch.store) if e.seq > batch.base_seq]
+    if not newer:
+        return segments
+    _index_ledger(batch, newer)
+    kept = []
+    for segment in segments:
+        ids = _known_ids(batch, segment["cohort_key"])
+        if not segment["_ids"] & ids:
+            kept.append(segment)
+            continue
+        table = segment["_table"]
+        mask = pa.array([i not in ids for i in table.column("attempt_id").to_pylist()])
+        remaining = table.filter(mask)
+        if len(remaining):
+            kept.append(_describe(batch, batch.cohorts[segment["cohort_key"]], remaining))
+    return kept
+
+
+def _digest_at(store: Store, seq: int) -> str | None:
+    return ledger.read_entry(store.resolve(ledger.commit_name(seq))).digest if seq else None
+
+
+def _commit_fields(
+    batch: _Batch, sources: list[Source], segments: list[dict[str, Any]]
+) -> dict[str, Any]:
+    new = sum(s["rows"] for s in segments)
+    return {
+        "kind": "ingest",
+        "sources": [{"path": s.label, "digest": s.digest, "records": s.records} for s in sources],
+        "segments": [{k: v for k, v in s.items() if not k.startswith("_")} for s in segments],
+        "attempts_read": batch.read,
+        "attempts_new": new,
+        "attempts_present": batch.read - new,
+    }

@@ -1,0 +1,126 @@
+"""The ledger: sequence-numbered commits, each created only if absent, chained by digest.
+
+Writers race for the next sequence number: a commit file is published with a hard link,
+which fails if another writer took the number first; the loser re-reads the head and retries.
+No batch is lost and none is half-visible, because segments are in place before the commit
+that names them exists.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from registry.canonical import canonical_json
+from registry.digest import digest_bytes
+from registry.errors import IntegrityError, LedgerConflictError
+from registry.store import Store
+from registry_schemas import Commit
+
+MAX_ATTEMPTS = 1000
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A commit as read from the ledger, with the digest of its bytes."""
+
+    commit: Commit
+    digest: str
+    path: Path
+
+    @property
+    def seq(self) -> int:
+        """The commit's sequence number."""
+        return self.commit.seq
+
+
+def commit_name(seq: int) -> str:
+    """Return the root-relative path of commit number `seq`."""
+    return f"ledger/{seq:012d}.json"
+
+
+def encode_commit(commit: Commit) -> bytes:
+    """Return the canonical bytes a commit is stored as."""
+    return canonical_json(commit.model_dump(mode="json", by_alias=True))
+
+
+def read_entry(path: Path) -> LedgerEntry:
+    """Read and parse one commit file.
+
+    Raises:
+        IntegrityError: the file is not a valid commit.
+    """
+    data = path.read_bytes()
+    try:
+        commit = Commit.model_validate(orjson.loads(data))
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0]
+        raise IntegrityError(f"{path}: not a valid commit ({first})") from None
+    return LedgerEntry(commit, digest_bytes(data), path)
+
+
+def read_ledger(store: Store) -> list[LedgerEntry]:
+    """Return every commit in sequence order.
+
+    Raises:
+        IntegrityError: a commit file cannot be parsed.
+    """
+    paths = sorted(p for p in store.ledger_dir.glob("*.json") if _is_commit_name(p.name))
+    return [read_entry(p) for p in paths]
+
+
+def head_seq(store: Store) -> int:
+    """Return the highest committed sequence number (0 for an empty ledger)."""
+    names = [p.name for p in store.ledger_dir.iterdir() if _is_commit_name(p.name)]
+    return max((int(n[:12]) for n in names), default=0)
+
+
+def now_utc() -> str:
+    """Return the current UTC time in RFC 3339 form, as commits record it."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any]) -> str | None:
+    """Publish commit `seq` chained to `prev` if that number is free; return its digest.
+
+    Returns None when another writer already holds `seq` (the caller re-reads and retries).
+    """
+    commit = Commit.model_validate(
+        {"seq": seq, "prev": prev, "created_at": now_utc(), **fields}, strict=False
+    )
+    data = encode_commit(commit)
+    with store.temp_area() as area:
+        if not store.put_bytes(data, commit_name(seq), area):
+            return None
+    return digest_bytes(data)
+
+
+def append(store: Store, fields: dict[str, Any]) -> LedgerEntry:
+    """Append a commit with `fields` at the next free sequence number, retrying races.
+
+    Raises:
+        LedgerConflictError: the race was lost `MAX_ATTEMPTS` times in a row.
+    """
+    for _ in range(MAX_ATTEMPTS):
+        seq = head_seq(store)
+        prev = read_entry(store.resolve(commit_name(seq))).digest if seq else None
+        if try_append(store, seq + 1, prev, fields) is not None:
+            return read_entry(store.resolve(commit_name(seq + 1)))
+        backoff()
+    raise LedgerConflictError(f"could not append to the ledger after {MAX_ATTEMPTS} attempts")
+
+
+def backoff() -> None:
+    """Sleep a short random time after losing a race for a sequence number."""
+    time.sleep(random.uniform(0.001, 0.02))
+
+
+def _is_commit_name(name: str) -> bool:
+    return len(name) == 17 and name.endswith(".json") and name[:12].isdigit()

@@ -1,0 +1,227 @@
+"""DuckDB over the segments the ledger lists: the `attempts` and `commits` views, read-only SQL.
+
+The only importer of duckdb. Views are built over the explicit file list of the ledger (never
+a glob, so an unreferenced file left by a crash is invisible), rows are deduplicated by
+`attempt_id` keeping the earliest commit, and the connection is confined before any user SQL
+runs: external access is off except for reading the segment directory, the configuration is
+locked, and only a single SELECT statement is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from registry.errors import QueryError, ReadOnlyQueryError
+from registry.ledger import LedgerEntry, read_ledger
+from registry.store import Store
+from registry.tables import ATTEMPT_SCHEMA
+
+_SEGMENTS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("commit_seq", pa.int64()),
+        ("commit_digest", pa.string()),
+        ("source", pa.string()),
+        ("ingested_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+_ATTEMPTS_VIEW = """
+CREATE VIEW attempts AS
+SELECT r.* EXCLUDE (filename), s.commit_seq, s.commit_digest, s.source, s.ingested_at
+FROM _attempt_rows r JOIN _segments s ON r.filename = s.path
+QUALIFY row_number() OVER (PARTITION BY r.attempt_id ORDER BY s.commit_seq, s.path) = 1
+"""
+
+_COHORTS_VIEW = """
+CREATE VIEW cohorts AS
+SELECT cohort_key, any_value(task_id) AS task_id, any_value(inputs) AS inputs,
+       count(*) AS attempts, count(DISTINCT experiment_id) AS experiments,
+       min(commit_seq) AS first_commit_seq, max(commit_seq) AS last_commit_seq
+FROM attempts GROUP BY cohort_key
+"""
+
+_SYSTEMS_VIEW = """
+CREATE VIEW systems AS
+SELECT envelope.agent AS agent, envelope.agent_version AS agent_version,
+       CASE WHEN terminal_identity IS NULL THEN 'unobserved' ELSE envelope.provider END
+           AS provider,
+       envelope.model AS model, envelope.harness_version AS harness_version,
+       count(*) AS attempts, count(DISTINCT task_id) AS tasks
+FROM attempts GROUP BY ALL
+"""
+
+READ_ONLY_TYPES = {duckdb.StatementType.SELECT}
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Column names and rows of a query."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+def connect(store: Store, task_ids: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """Return a confined connection with the registry views.
+
+    With `task_ids`, only segments holding one of those tasks are read (the ledger records
+    which tasks each segment holds), so the cost follows the tasks' evidence.
+    """
+    entries = read_ledger(store)
+    wanted = None if task_ids is None else set(task_ids)
+    segments = _segment_table(store, entries, wanted)
+    con = duckdb.connect(":memory:", config={"threads": 2})
+    con.register("_segments", segments)
+    files = segments.column("path").to_pylist()
+    if files:
+        con.read_parquet(files, filename=True).create_view("_attempt_rows")
+    else:
+        empty = ATTEMPT_SCHEMA.empty_table().append_column("filename", pa.array([], pa.string()))
+        con.register("_attempt_rows", empty)
+    con.register("_commits", _commit_table(entries))
+    for sql in (
+        _ATTEMPTS_VIEW,
+        _COHORTS_VIEW,
+        _SYSTEMS_VIEW,
+        "CREATE VIEW commits AS SELECT * FROM _commits",
+    ):
+        con.execute(sql)
+    _confine(con, store)
+    return con
+
+
+def run_query(store: Store, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
+    """Run one read-only statement against the registry views.
+
+    Raises:
+        ReadOnlyQueryError: the text is not exactly one SELECT statement.
+        QueryError: DuckDB rejected the query.
+    """
+    check_read_only(sql)
+    con = connect(store)
+    try:
+        return fetch(con, sql, params)
+    finally:
+        con.close()
+
+
+def fetch(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None
+) -> QueryResult:
+    """Run a statement with bound parameters and return its columns and rows.
+
+    Raises:
+        QueryError: DuckDB rejected the query.
+    """
+    try:
+        cursor = con.execute(sql, params or [])
+        columns = [d[0] for d in cursor.description or []]
+        return QueryResult(columns, cursor.fetchall())
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from None
+
+
+def check_read_only(sql: str) -> None:
+    """Accept exactly one SELECT statement; refuse anything that could write.
+
+    Raises:
+        ReadOnlyQueryError: several statements, or a statement that is not a SELECT.
+    """
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from None
+    if len(statements) != 1:
+        raise ReadOnlyQueryError(
+            f"expected exactly one SQL statement, got {len(statements)}; run them one at a time"
+        )
+    kind = statements[0].type
+    if kind not in READ_ONLY_TYPES:
+        name = str(kind).rsplit(".", 1)[-1].removesuffix("_STATEMENT")
+        raise ReadOnlyQueryError(
+            f"registry sql is read-only: {name} statements are refused; only SELECT is allowed"
+        )
+
+
+def _confine(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    con.execute("SET allowed_directories = ?", [[str(store.attempts_dir) + "/"]])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _segment_table(store: Store, entries: list[LedgerEntry], wanted: set[str] | None) -> pa.Table:
+    rows = []
+    for entry in entries:
+        commit = entry.commit
+        source = "; ".join(s.path for s in commit.sources)
+        for segment in commit.segments:
+            if wanted is not None and wanted.isdisjoint(segment.task_ids):
+                continue
+            rows.append(
+                {
+                    "path": str(store.resolve(segment.path)),
+                    "commit_seq": commit.seq,
+                    "commit_digest": entry.digest,
+                    "source": source,
+                    "ingested_at": commit.created_at,
+                }
+            )
+    table = pa.Table.from_pylist(
+        rows, schema=_SEGMENTS_SCHEMA.set(4, pa.field("ingested_at", pa.string()))
+    )
+    return table.set_column(
+        4, _SEGMENTS_SCHEMA.field(4), table["ingested_at"].cast(_SEGMENTS_SCHEMA.field(4).type)
+    )
+
+
+def _commit_table(entries: list[LedgerEntry]) -> pa.Table:
+    rows = [
+        {
+            "seq": e.seq,
+            "digest": e.digest,
+            "prev": e.commit.prev,
+            "kind": e.commit.kind,
+            "created_at": e.commit.created_at,
+            "sources": [s.path for s in e.commit.sources],
+            "segments": len(e.commit.segments),
+            "attempts_read": e.commit.attempts_read,
+            "attempts_new": e.commit.attempts_new,
+            "attempts_present": e.commit.attempts_present,
+            "layer_kind": e.commit.layer.kind if e.commit.layer else None,
+            "layer_subject": e.commit.layer.subject if e.commit.layer else None,
+            "layer_digest": e.commit.layer.digest if e.commit.layer else None,
+        }
+        for e in entries
+    ]
+    schema = pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("digest", pa.string()),
+            ("prev", pa.string()),
+            ("kind", pa.string()),
+            ("created_at", pa.string()),
+            ("sources", pa.list_(pa.string())),
+            ("segments", pa.int64()),
+            ("attempts_read", pa.int64()),
+            ("attempts_new", pa.int64()),
+            ("attempts_present", pa.int64()),
+            ("layer_kind", pa.string()),
+            ("layer_subject", pa.string()),
+            ("layer_digest", pa.string()),
+        ]
+    )
+    table = pa.Table.from_pylist(rows, schema=schema)
+    index = schema.get_field_index("created_at")
+    utc = pa.timestamp("us", tz="UTC")
+    return table.set_column(index, pa.field("created_at", utc), table["created_at"].cast(utc))
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,324 @@
+"""Ingest inputs: JSON Lines, JSON arrays, Parquet and standard input, read as a stream.
+
+Every reader yields `(location, payload)` pairs: a human location ("line 12", "row 3") and the
+record's JSON bytes. Validation goes through pydantic's JSON mode for every format, so the
+same strict rules (no type coercion, no unknown fields, finite numbers) apply whatever the
+input was. Each source is hashed while it is read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import blake3
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ValidationError
+
+from registry.digest import PREFIX
+from registry.errors import InputFormatError, InvalidRecordError
+from registry.tables import MAP_FIELDS, parquet_row_count, read_parquet_batches
+from registry_schemas import AttemptRecord, CohortInputs, Envelope
+
+FORMATS = ("auto", "jsonl", "json", "parquet")
+_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
+_CHUNK = 1 << 20
+_PARQUET_BATCH = 8192
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class Source:
+    """One input of an ingest: a file path or standard input (`-`)."""
+
+    label: str
+    path: Path | None
+    format: str
+    records: int = 0
+    _hasher: Any = field(default_factory=blake3.blake3, repr=False)
+    _digest: str | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        """Size in bytes (0 for standard input, whose size is unknown)."""
+        return self.path.stat().st_size if self.path else 0
+
+    @property
+    def digest(self) -> str:
+        """blake3 of the bytes read (valid once the source has been read to the end)."""
+        return self._digest or PREFIX + self._hasher.hexdigest()
+
+
+def resolve_sources(paths: list[str], fmt: str = "auto") -> list[Source]:
+    """Expand directories and detect formats.
+
+    Raises:
+        InputFormatError: a path does not exist, or the format is unknown or undetectable.
+    """
+    if fmt not in FORMATS:
+        raise InputFormatError(f"unknown format '{fmt}'; valid formats: {', '.join(FORMATS)}")
+    sources: list[Source] = []
+    for text in paths:
+        if text == "-":
+            sources.append(Source("-", None, "jsonl" if fmt == "auto" else fmt))
+            continue
+        path = Path(text)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if _ingestible(p, path))
+            if not found:
+                raise InputFormatError(f"{text}: directory holds no .jsonl, .json or .parquet file")
+            sources.extend(Source(str(p), p, _detect(p) if fmt == "auto" else fmt) for p in found)
+        elif path.is_file():
+            sources.append(Source(text, path, _detect(path) if fmt == "auto" else fmt))
+        else:
+            raise InputFormatError(f"{text}: no such file or directory")
+    return sources
+
+
+def iter_payloads(
+    source: Source, progress: ProgressFn | None = None
+) -> Iterator[tuple[str, bytes]]:
+    """Yield `(location, JSON bytes)` for every record of a source.
+
+    Raises:
+        InvalidRecordError: the input is malformed (bad JSON, invalid UTF-8, ...).
+        InputFormatError: the input holds no record at all.
+    """
+    readers = {"jsonl": _iter_jsonl, "json": _iter_json_array, "parquet": _iter_parquet}
+    count = 0
+    for item in readers[source.format](source, progress):
+        count += 1
+        yield item
+    source.records = count
+    if count == 0:
+        raise InputFormatError(f"{source.label}: empty input, no attempt records found")
+
+
+def validate_payload(source: Source, location: str, payload: bytes) -> AttemptRecord:
+    """Return the validated record, or raise a one-line error naming file, location and field.
+
+    Raises:
+        InvalidRecordError: the payload is not a valid `registry.attempt/1` record.
+    """
+    try:
+        return AttemptRecord.model_validate_json(payload)
+    except ValidationError as exc:
+        field_name, problem = describe_error(exc.errors()[0])
+        raise InvalidRecordError(source.label, location, field_name, problem) from None
+
+
+def describe_error(error: Any) -> tuple[str | None, str]:
+    """Return `(dotted field, problem)` for one pydantic error, saying what would be valid."""
+    loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
+    kind = error["type"]
+    if kind == "json_invalid":
+        return None, f"malformed JSON ({error['ctx']['error']})"
+    dotted = ".".join(loc) or None
+    if kind == "extra_forbidden":
+        valid = list(_model_at(loc[:-1]).model_fields)
+        close = difflib.get_close_matches(loc[-1], valid, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return dotted, f"unknown field; {hint}valid fields here: {', '.join(valid)}"
+    if kind == "missing":
+        return dotted, "required field is missing"
+    shown = error.get("input")
+    got = "" if isinstance(shown, dict | list) else f" (got {json.dumps(shown)[:80]})"
+    return dotted, f"{error['msg']}{got}"
+
+
+def _model_at(loc: list[str]) -> type[BaseModel]:
+    nested: dict[str, type[BaseModel]] = {"inputs": CohortInputs, "envelope": Envelope}
+    return nested.get(loc[-1], AttemptRecord) if loc else AttemptRecord
+
+
+def _is_union_tag(part: Any) -> bool:
+    return isinstance(part, str) and ("[" in part or part in {"str", "dict", "float", "int"})
+
+
+def _ingestible(path: Path, top: Path) -> bool:
+    hidden = any(part.startswith(".") for part in path.relative_to(top).parts)
+    return path.is_file() and not hidden and path.suffix.lower() in _SUFFIXES
+
+
+def _detect(path: Path) -> str:
+    by_suffix = _SUFFIXES.get(path.suffix.lower())
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if by_suffix == "json" and head.lstrip()[:1] != b"[":
+        return "jsonl"  # a .json file holding one object (or one per line)
+    if by_suffix:
+        return by_suffix
+    first = head.lstrip()[:1]
+    if first == b"[":
+        return "json"
+    if first == b"{" or not head:
+        return "jsonl"
+    raise InputFormatError(
+        f"{path}: cannot tell the format; name it .jsonl, .json or .parquet or pass --format"
+    )
+
+
+def _open_binary(source: Source) -> BinaryIO:
+    return open(source.path, "rb") if source.path else sys.stdin.buffer
+
+
+def _read_chunks(source: Source, progress: ProgressFn | None) -> Iterator[bytes]:
+    handle = _open_binary(source)
+    try:
+        while chunk := handle.read(_CHUNK):
+            source._hasher.update(chunk)
+            if progress:
+                progress(len(chunk))
+            yield chunk
+    finally:
+        if source.path:
+            handle.close()
+
+
+def _iter_jsonl(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
+    pending = b""
+    number = 0
+    for chunk in _read_chunks(source, progress):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            number += 1
+            if item := _jsonl_item(source, number, line):
+                yield item
+    if pending and (item := _jsonl_item(source, number + 1, pending)):
+        yield item
+
+
+def _jsonl_item(source: Source, number: int, line: bytes) -> tuple[str, bytes] | None:
+    if not line.strip():
+        return None
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"invalid UTF-8 at byte {exc.start} of the line; inputs must be UTF-8"
+        raise InvalidRecordError(source.label, f"line {number}", None, problem) from None
+    return f"line {number}", line
+
+
+def _iter_json_array(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
+    """Stream the elements of a top-level JSON array without loading the whole file."""
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    chunks = _read_chunks(source, progress)
+    text, line, index, started, done = "", 1, 0, False, False
+    eof = False
+    while not done:
+        if not eof:
+            try:
+                raw = next(chunks)
+                text += utf8.decode(raw)
+            except StopIteration:
+                eof = True
+                text += utf8.decode(b"", final=True)
+            except UnicodeDecodeError:
+                raise InvalidRecordError(
+                    source.label, f"line {line}", None, "invalid UTF-8; inputs must be UTF-8"
+                ) from None
+        pos = 0
+        while True:
+            pos, line = _skip_space(text, pos, line)
+            if pos >= len(text):
+                break
+            if not started:
+                if text[pos] != "[":
+                    raise InvalidRecordError(
+                        source.label,
+                        f"line {line}",
+                        None,
+                        "malformed JSON (expected a top-level array)",
+                    )
+                started, pos = True, pos + 1
+                continue
+            if text[pos] == "]":
+                done, pos = True, pos + 1
+                break
+            if text[pos] == "," and index > 0:
+                pos += 1
+                continue
+            try:
+                _, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as exc:
+                if not eof:
+                    break  # the element may continue in the next chunk
+                raise InvalidRecordError(
+                    source.label, f"line {line}", None, f"malformed JSON ({exc.msg})"
+                ) from None
+            index += 1
+            yield f"line {line} (item {index})", text[pos:end].encode()
+            line += text.count("\n", pos, end)
+            pos = end
+        text = text[pos:]
+        if eof and not done:
+            raise InvalidRecordError(
+                source.label, f"line {line}", None, "malformed JSON (unterminated array)"
+            )
+    trailing, _ = _skip_space(text, 0, line)
+    rest = text[trailing:] + "".join(utf8.decode(c) for c in chunks)
+    if rest.strip():
+        raise InvalidRecordError(
+            source.label, f"line {line}", None, "malformed JSON (data after the closing bracket)"
+        )
+
+
+def _skip_space(text: str, pos: int, line: int) -> tuple[int, int]:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        line += text[pos] == "\n"
+        pos += 1
+    return pos, line
+
+
+def _iter_parquet(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
+    assert source.path is not None
+    for chunk in _read_chunks(source, progress):
+        del chunk  # hashing pass; the rows are read through pyarrow below
+    try:
+        parquet_row_count(source.path)
+        batches = read_parquet_batches(source.path, _PARQUET_BATCH)
+        number = 0
+        for batch in batches:
+            _reject_non_finite(source, batch, number)
+            for row in batch.to_pylist():
+                number += 1
+                yield f"row {number}", _row_json(row)
+    except (pa.ArrowException, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputFormatError(f"{source.label}: not a readable Parquet file ({first})") from None
+
+
+def _row_json(row: dict[str, Any]) -> bytes:
+    for name in MAP_FIELDS:
+        if isinstance(row.get(name), list):
+            row[name] = dict(row[name])
+    return orjson.dumps(row)
+
+
+def _reject_non_finite(source: Source, batch: pa.RecordBatch, offset: int) -> None:
+    # orjson writes NaN as null, which would silently turn a broken cost into "unavailable".
+    for name in batch.schema.names:
+        column = batch.column(name)
+        if not pa.types.is_floating(column.type):
+            continue
+        bad = pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_finite(column), True)))
+        if len(bad):
+            row = offset + bad[0].as_py() + 1
+            value = column[bad[0].as_py()].as_py()
+            shown = "NaN" if math.isnan(value) else str(value)
+            raise InvalidRecordError(
+                source.label, f"row {row}", name, f"Input should be a finite number (got {shown})"
+            )

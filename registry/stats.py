@@ -1,0 +1,634 @@
+"""Statistics over repeated agent-evaluation attempts, as defined in shared/STATISTICS.md.
+
+Pure functions: no I/O, no printing. An undefined value is ``None``, never NaN or 0.0.
+Invalid arguments (negative counts, ``k < 1``, ...) are programming errors and raise
+``ValueError``; they are not ``RegistryError``s.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final, Literal
+
+import numpy as np
+from scipy import stats as sps
+
+Z_975: Final[float] = float(sps.norm.ppf(0.975))
+"""Φ⁻¹(0.975) = 1.959963984540054, the canonical two-sided 95% multiplier."""
+Z_80: Final[float] = float(sps.norm.ppf(0.80))
+"""Φ⁻¹(0.80) = 0.8416212335729143, the multiplier for power 0.80."""
+MDD_MULTIPLIER: Final[float] = 2.8
+"""Rounded z_0.975 + z_0.80: α = 0.05 two-sided with power 0.80."""
+DEFAULT_RESAMPLES: Final[int] = 10_000
+DEFAULT_BOOTSTRAP_SEED: Final[int] = 0
+_BOOTSTRAP_BATCH: Final[int] = 1_000  # bounds memory at 1000 x T floats per step
+
+Outcome = Literal["resolved", "unresolved", "invalid"]
+
+_OUTCOME_OF_CLASS: Final[Mapping[str, Outcome]] = {
+    "resolved": "resolved",
+    "unresolved": "unresolved",
+    "invalid": "invalid",
+    "model_failure": "unresolved",
+    "safety_failure": "unresolved",
+    "timeout": "unresolved",
+    "harness_failure": "invalid",
+    "environment_failure": "invalid",
+    "grader_failure": "invalid",
+    "invalid_case": "invalid",
+    "cancelled": "invalid",
+}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with the bounds of its interval, all in [0, 1] for rates."""
+
+    estimate: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class RuntimeSummary:
+    """Mean, median and nearest-rank p95 of runtimes; all ``None`` when ``count == 0``."""
+
+    mean: float | None
+    median: float | None
+    p95: float | None
+    count: int
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """Counts of positive, negative and tied differences with the exact two-sided p-value."""
+
+    positive: int
+    negative: int
+    ties: int
+    p: float
+
+
+@dataclass(frozen=True)
+class PairedSummary:
+    """Mean paired difference B − A with its SD, SE and minimum detectable difference."""
+
+    n_tasks: int
+    mean: float | None
+    sd: float | None
+    se: float | None
+    mdd: float | None
+
+
+@dataclass(frozen=True)
+class PairedDifferences:
+    """Per-task differences B − A over tasks where both systems have a rate."""
+
+    task_ids: tuple[str, ...]
+    diffs: tuple[float, ...]
+    dropped: int
+
+
+@dataclass(frozen=True)
+class ClusteredSe:
+    """Task-clustered standard errors of the pooled mean; ``se_cr1`` is canonical."""
+
+    mean: float
+    n_attempts: int
+    n_clusters: int
+    se_cr1: float
+    se_sandwich_uncorrected: float
+    se_miller_eq: float | None
+    se_naive_clt: float
+    se_naive_bernoulli: float
+    se_of_cluster_means: float
+
+
+@dataclass(frozen=True)
+class TaskSystemSummary:
+    """Per task × system figures of §1: counts, rates, consistency, runtime, pass@k."""
+
+    attempts_total: int
+    valid: int
+    resolved: int
+    unresolved: int
+    invalid: int
+    resolved_rate: Interval | None
+    invalid_rate: Interval | None
+    repeat_consistency: float | None
+    runtime: RuntimeSummary
+    runtime_missing: int
+    pass_at_k: dict[int, float | None]
+    pass_hat_k: dict[int, float | None]
+
+
+@dataclass(frozen=True)
+class SystemAggregate:
+    """Per-system aggregates of §2 over tasks; pass@k means skip tasks with valid < k."""
+
+    n_tasks: int
+    tasks_with_valid: int
+    pooled_resolved_rate: float | None
+    naive_pooled_interval: Interval | None
+    task_mean_rate: float | None
+    clustered_se_cr1: float | None
+    clustered_interval: Interval | None
+    expected_flips: float | None
+    pass_at_k: dict[int, float | None]
+    pass_hat_k: dict[int, float | None]
+    tasks_excluded: dict[int, int]
+
+
+@dataclass(frozen=True)
+class TwoProportionSampleSize:
+    """Attempts per arm to detect p1 vs p2 (unrounded and rounded up)."""
+
+    n_per_arm_raw: float
+    n_per_arm: int
+
+
+@dataclass(frozen=True)
+class McNemarSampleSize:
+    """Discordant pairs needed by three methods; exact figures are searched up to a limit."""
+
+    crude_raw: float
+    crude_ceil: int
+    normal_alt_variance_raw: float
+    normal_alt_variance_ceil: int
+    exact_first_n: int | None
+    exact_stable_n: int | None
+
+
+# --- §0 / §1: per task × system ---------------------------------------------------------
+
+
+def classify_outcome(terminal_class: str) -> Outcome:
+    """Return resolved/unresolved/invalid for a terminal class (or an already mapped name)."""
+    try:
+        return _OUTCOME_OF_CLASS[terminal_class]
+    except KeyError:
+        valid = ", ".join(sorted(_OUTCOME_OF_CLASS))
+        raise ValueError(f"unknown outcome {terminal_class!r}; expected one of {valid}") from None
+
+
+def proportion(x: int, n: int) -> float | None:
+    """Return x / n, or ``None`` when n == 0."""
+    _check_counts(x, n)
+    return None if n == 0 else x / n
+
+
+def resolved_rate(resolved: int, valid: int) -> float | None:
+    """Return resolved / valid, or ``None`` with no valid attempts."""
+    return proportion(resolved, valid)
+
+
+def invalid_rate(invalid: int, total: int) -> float | None:
+    """Return invalid / total retained attempts, or ``None`` with no attempts."""
+    return proportion(invalid, total)
+
+
+def repeat_consistency(resolved: int, unresolved: int) -> float | None:
+    """Return max(resolved, unresolved) / valid, or ``None`` with no valid attempts."""
+    _check_counts(resolved, resolved + unresolved)
+    _check_counts(unresolved, resolved + unresolved)
+    valid = resolved + unresolved
+    return None if valid == 0 else max(resolved, unresolved) / valid
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_975) -> Interval | None:
+    """Return the Wilson score interval for successes / n, or ``None`` when n == 0."""
+    _check_counts(successes, n)
+    if n == 0:
+        return None
+    p = successes / n
+    z2n = z * z / n
+    center = (p + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * math.sqrt(p * (1 - p) / n + z2n / (4 * n))
+    low = 0.0 if successes == 0 else _clamp(center - half)
+    high = 1.0 if successes == n else _clamp(center + half)
+    return Interval(p, low, high)
+
+
+def normal_interval(estimate: float, se: float, z: float = Z_975) -> Interval:
+    """Return estimate ± z·se clipped to [0, 1]."""
+    return Interval(estimate, _clamp(estimate - z * se), _clamp(estimate + z * se))
+
+
+def nearest_rank(n: int, percent: int = 95) -> int:
+    """Return the 1-based nearest rank ceil(percent·n/100), computed with integers."""
+    if n < 1 or not 0 < percent <= 100:
+        raise ValueError(f"need n >= 1 and 0 < percent <= 100, got n={n}, percent={percent}")
+    return (percent * n + 99) // 100
+
+
+def runtime_summary(values: Iterable[float]) -> RuntimeSummary:
+    """Return mean, median and nearest-rank p95 of runtimes, independent of input order."""
+    ordered = sorted(float(v) for v in values)
+    if not all(math.isfinite(v) for v in ordered):
+        raise ValueError("runtimes must be finite numbers; leave missing runtimes out")
+    n = len(ordered)
+    if n == 0:
+        return RuntimeSummary(None, None, None, 0)
+    mean = math.fsum(ordered) / n
+    return RuntimeSummary(mean, _median_of_sorted(ordered), ordered[nearest_rank(n) - 1], n)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Return unbiased pass@k = 1 − C(n−c, k)/C(n, k), or ``None`` when k > n.
+
+    Raises:
+        ValueError: if k < 1 or the counts are inconsistent.
+    """
+    if not _pass_k_defined(n, c, k):
+        return None
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / j for j in range(n - c + 1, n + 1))
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float | None:
+    """Return pass^k = C(c, k)/C(n, k), or ``None`` when k > n.
+
+    Raises:
+        ValueError: if k < 1 or the counts are inconsistent.
+    """
+    if not _pass_k_defined(n, c, k):
+        return None
+    if c < k:
+        return 0.0
+    return math.prod((c - i) / (n - i) for i in range(k))
+
+
+def pass_at_k_closed(p: float, k: int) -> float:
+    """Return 1 − (1 − p)^k for a known per-attempt success probability p."""
+    _check_k(k)
+    return 1.0 - (1.0 - p) ** k
+
+
+def pass_hat_k_closed(p: float, k: int) -> float:
+    """Return p^k for a known per-attempt success probability p."""
+    _check_k(k)
+    return p**k
+
+
+def summarize_outcomes(
+    outcomes: Sequence[str],
+    runtimes: Sequence[float | None],
+    k_values: Iterable[int] = (1,),
+    z: float = Z_975,
+) -> TaskSystemSummary:
+    """Return the §1 figures for one task × system from its retained attempts.
+
+    ``runtimes[i]`` belongs to ``outcomes[i]``; ``None`` marks a missing runtime, which is
+    left out of the runtime statistics and counted in ``runtime_missing``.
+    """
+    if len(outcomes) != len(runtimes):
+        raise ValueError(f"{len(outcomes)} outcomes but {len(runtimes)} runtimes")
+    kinds = [classify_outcome(o) for o in outcomes]
+    resolved, invalid = kinds.count("resolved"), kinds.count("invalid")
+    valid = len(kinds) - invalid
+    recorded = [r for r in runtimes if r is not None]
+    ks = list(k_values)
+    return TaskSystemSummary(
+        attempts_total=len(kinds),
+        valid=valid,
+        resolved=resolved,
+        unresolved=valid - resolved,
+        invalid=invalid,
+        resolved_rate=wilson_interval(resolved, valid, z),
+        invalid_rate=wilson_interval(invalid, len(kinds), z),
+        repeat_consistency=repeat_consistency(resolved, valid - resolved),
+        runtime=runtime_summary(recorded),
+        runtime_missing=len(runtimes) - len(recorded),
+        pass_at_k={k: pass_at_k(valid, resolved, k) for k in ks},
+        pass_hat_k={k: pass_hat_k(valid, resolved, k) for k in ks},
+    )
+
+
+# --- §2: per-system aggregates ------------------------------------------------------------
+
+
+def clustered_se_variants(clusters: Sequence[Sequence[float]]) -> ClusteredSe | None:
+    """Return CR1 and the documented variant SEs of the pooled mean, or ``None`` if C < 2.
+
+    Each cluster holds one task's attempt scores; empty clusters are ignored.
+    """
+    groups = [[Fraction(s) for s in c] for c in clusters if len(c) > 0]
+    n_clusters = len(groups)
+    if n_clusters < 2:
+        return None
+    n = sum(len(g) for g in groups)
+    mean = sum((sum(g, Fraction(0)) for g in groups), Fraction(0)) / n
+    between = sum(((sum(g, Fraction(0)) - len(g) * mean) ** 2 for g in groups), Fraction(0))
+    within = sum(((s - mean) ** 2 for g in groups for s in g), Fraction(0))
+    naive_clt_var = within / (n * (n - 1))
+    miller_var = naive_clt_var + (between - within) / (n * n)
+    cluster_means = [sum(g, Fraction(0)) / len(g) for g in groups]
+    return ClusteredSe(
+        mean=float(mean),
+        n_attempts=n,
+        n_clusters=n_clusters,
+        se_cr1=_sqrt(Fraction(n_clusters, n_clusters - 1) * between / (n * n)),
+        se_sandwich_uncorrected=_sqrt(between / (n * n)),
+        se_miller_eq=_sqrt(miller_var) if miller_var >= 0 else None,
+        se_naive_clt=_sqrt(naive_clt_var),
+        se_naive_bernoulli=_sqrt(mean * (1 - mean) / n),
+        se_of_cluster_means=_sqrt(statistics.variance(cluster_means) / n_clusters),
+    )
+
+
+def clustered_se(clusters: Sequence[Sequence[float]]) -> float | None:
+    """Return the CR1 task-clustered SE of the pooled mean, or ``None`` if C < 2."""
+    variants = clustered_se_variants(clusters)
+    return None if variants is None else variants.se_cr1
+
+
+def expected_flips(rates: Iterable[float]) -> float:
+    """Return Σ 2p(1 − p): expected tasks whose outcome differs between two identical runs."""
+    return math.fsum(2.0 * p * (1.0 - p) for p in rates)
+
+
+def repeated_mean_variance(
+    var_x: float, mean_sigma2: float, repeats: int, n_tasks: int = 1
+) -> float:
+    """Return Miller's Var(mean) = (Var(x) + E[σ²]/K) / n_tasks with K repeats per task."""
+    if repeats < 1 or n_tasks < 1:
+        raise ValueError(f"need repeats >= 1 and n_tasks >= 1, got {repeats}, {n_tasks}")
+    return (var_x + mean_sigma2 / repeats) / n_tasks
+
+
+def system_aggregate(
+    per_task_resolved: Sequence[int],
+    per_task_valid: Sequence[int],
+    z: float = Z_975,
+    k_values: Iterable[int] | None = None,
+) -> SystemAggregate:
+    """Return pooled, task-mean and clustered figures for one system over its tasks.
+
+    ``k_values`` defaults to 1..max(valid); tasks with valid < k are excluded from that k.
+    """
+    counts = list(zip(per_task_resolved, per_task_valid, strict=True))
+    scored = [(r, v) for r, v in counts if v > 0]
+    pooled = wilson_interval(sum(r for r, _ in counts), sum(v for _, v in counts), z)
+    se = clustered_se([[1] * r + [0] * (v - r) for r, v in scored])
+    rates = [r / v for r, v in scored]
+    ks = list(range(1, max(per_task_valid, default=0) + 1) if k_values is None else k_values)
+    at_k = {k: _mean_over_tasks(pass_at_k, counts, k) for k in ks}
+    return SystemAggregate(
+        n_tasks=len(counts),
+        tasks_with_valid=len(scored),
+        pooled_resolved_rate=None if pooled is None else pooled.estimate,
+        naive_pooled_interval=pooled,
+        task_mean_rate=statistics.fmean(rates) if rates else None,
+        clustered_se_cr1=se,
+        clustered_interval=_clustered_interval(pooled, se, z),
+        expected_flips=expected_flips(rates) if rates else None,
+        pass_at_k={k: mean for k, (mean, _) in at_k.items()},
+        pass_hat_k={k: _mean_over_tasks(pass_hat_k, counts, k)[0] for k in ks},
+        tasks_excluded={k: excluded for k, (_, excluded) in at_k.items()},
+    )
+
+
+# --- §3: comparing systems A and B --------------------------------------------------------
+
+
+def paired_differences(
+    rates_a: Mapping[str, float | None], rates_b: Mapping[str, float | None]
+) -> PairedDifferences:
+    """Return d_t = rate_B − rate_A over tasks both systems rated, sorted by task id."""
+    tasks = sorted(set(rates_a) | set(rates_b))
+    rows = [(t, rates_a.get(t), rates_b.get(t)) for t in tasks]
+    kept = [(t, b - a) for t, a, b in rows if a is not None and b is not None]
+    ids = tuple(t for t, _ in kept)
+    return PairedDifferences(ids, tuple(d for _, d in kept), len(tasks) - len(kept))
+
+
+def count_discordant(
+    rates_a: Sequence[float], rates_b: Sequence[float], threshold: float = 0.5
+) -> tuple[int, int]:
+    """Return (gained, lost) tasks, a task counting as resolved iff its rate > threshold."""
+    pairs = list(zip(rates_a, rates_b, strict=True))
+    gained = sum(1 for a, b in pairs if a <= threshold < b)
+    lost = sum(1 for a, b in pairs if b <= threshold < a)
+    return gained, lost
+
+
+def binomial_two_sided_p(a: int, b: int) -> float:
+    """Return min(1, 2·P(X ≤ min(a, b))) with X ~ Bin(a + b, ½); 1.0 when a + b == 0."""
+    if a < 0 or b < 0:
+        raise ValueError(f"counts must be non-negative, got {a}, {b}")
+    m = a + b
+    if m == 0:
+        return 1.0
+    tail = sum(math.comb(m, i) for i in range(min(a, b) + 1))
+    return min(1.0, 2 * tail / (1 << m))  # exact integers, one correctly rounded division
+
+
+def mcnemar_exact(gained: int, lost: int) -> float:
+    """Return the exact McNemar p-value from the discordant counts."""
+    return binomial_two_sided_p(gained, lost)
+
+
+def sign_test(diffs: Iterable[float]) -> SignTest:
+    """Return the exact sign test of paired differences, ties dropped."""
+    values = list(diffs)
+    positive = sum(1 for d in values if d > 0)
+    negative = sum(1 for d in values if d < 0)
+    ties = len(values) - positive - negative
+    return SignTest(positive, negative, ties, binomial_two_sided_p(positive, negative))
+
+
+def holm(pvals: Sequence[float], alpha: float = 0.05) -> tuple[list[float], list[bool]]:
+    """Return Holm–Bonferroni adjusted p-values (input order) and which are rejected."""
+    m = len(pvals)
+    order = sorted(range(m), key=lambda i: (pvals[i], i))
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvals[i]))
+        adjusted[i] = running
+    return adjusted, [p <= alpha for p in adjusted]
+
+
+def paired_difference_summary(
+    diffs: Sequence[float], multiplier: float = MDD_MULTIPLIER
+) -> PairedSummary:
+    """Return mean, SD (ddof=1), SE and MDD = multiplier·SE of paired differences."""
+    t = len(diffs)
+    if t == 0:
+        return PairedSummary(0, None, None, None, None)
+    mean = statistics.fmean(diffs)
+    if t < 2:
+        return PairedSummary(t, mean, None, None, None)
+    sd = statistics.stdev(diffs)
+    se = sd / math.sqrt(t)
+    return PairedSummary(t, mean, sd, se, multiplier * se)
+
+
+def paired_bootstrap_ci(
+    diffs: Sequence[float],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+    confidence: float = 0.95,
+) -> tuple[float, float] | None:
+    """Return the percentile bootstrap CI of the mean difference, or ``None`` if T < 2."""
+    values = np.asarray(diffs, dtype=float)
+    if values.size < 2:
+        return None
+    if np.all(values == values[0]):
+        return float(values[0]), float(values[0])  # scipy yields NaN on degenerate data
+    result = sps.bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        batch=_BOOTSTRAP_BATCH,
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+# --- §4: planning figures ---------------------------------------------------------------
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """Return P(X ≤ k) for X ~ Bin(n, p)."""
+    return float(sps.binom.cdf(k, n, p))
+
+
+def binomial_pmf(k: int, n: int, p: float) -> float:
+    """Return P(X = k) for X ~ Bin(n, p)."""
+    return float(sps.binom.pmf(k, n, p))
+
+
+def probability_any_failure(p: float, n: int) -> float:
+    """Return 1 − p^n, the chance of at least one failure in n attempts."""
+    return 1.0 - p**n
+
+
+def sample_size_two_proportions(
+    p1: float, p2: float, alpha: float = 0.05, power: float = 0.8
+) -> TwoProportionSampleSize:
+    """Return attempts per arm to tell p1 from p2 (two-sided test of two proportions)."""
+    if p1 == p2:
+        raise ValueError("p1 and p2 must differ")
+    z_a, z_b = _z_pair(alpha, power)
+    p_bar = (p1 + p2) / 2
+    spread = z_a * math.sqrt(2 * p_bar * (1 - p_bar)) + z_b * math.sqrt(
+        p1 * (1 - p1) + p2 * (1 - p2)
+    )
+    raw = spread**2 / (p2 - p1) ** 2
+    return TwoProportionSampleSize(raw, math.ceil(raw))
+
+
+def sign_test_power(n: int, psi: float, alpha: float = 0.05) -> float:
+    """Return the power of the exact two-sided sign test with n pairs, P(favour) = psi."""
+    cutoff = _rejection_cutoff(n, alpha)
+    if cutoff < 0:
+        return 0.0
+    return float(sps.binom.cdf(cutoff, n, psi) + sps.binom.sf(n - cutoff - 1, n, psi))
+
+
+def sample_size_mcnemar_discordant(
+    psi: float, alpha: float = 0.05, power: float = 0.8, search_limit: int | None = None
+) -> McNemarSampleSize:
+    """Return discordant pairs needed: crude, Connor normal-approximation and exact figures.
+
+    The exact figures search n = 1..search_limit (default 4 × the crude count):
+    ``exact_first_n`` is the first n with power ≥ target and ``exact_stable_n`` the first
+    from which power stays ≥ target up to the limit.
+    """
+    if not 0.0 <= psi <= 1.0 or psi == 0.5:
+        raise ValueError(f"psi must be in [0, 1] and differ from 0.5, got {psi}")
+    z_a, z_b = _z_pair(alpha, power)
+    effect = (psi - 0.5) ** 2
+    crude = (z_a + z_b) ** 2 / (4 * effect)
+    connor = (z_a / 2 + z_b * math.sqrt(psi * (1 - psi))) ** 2 / effect
+    limit = search_limit if search_limit is not None else 4 * math.ceil(crude)
+    reached = [sign_test_power(n, psi, alpha) >= power for n in range(1, limit + 1)]
+    first, stable = _first_and_stable(reached)
+    return McNemarSampleSize(crude, math.ceil(crude), connor, math.ceil(connor), first, stable)
+
+
+# --- private helpers ----------------------------------------------------------------------
+
+
+def _check_counts(x: int, n: int) -> None:
+    if n < 0 or not 0 <= x <= n:
+        raise ValueError(f"need 0 <= x <= n, got x={x}, n={n}")
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+
+
+def _pass_k_defined(n: int, c: int, k: int) -> bool:
+    # k > n is undefined and must be checked before the n − c < k shortcut (n=3, c=0, k=4).
+    _check_k(k)
+    _check_counts(c, n)
+    return k <= n
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def _sqrt(value: Fraction) -> float:
+    return math.sqrt(float(value))
+
+
+def _median_of_sorted(ordered: Sequence[float]) -> float:
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _mean_over_tasks(
+    estimator: Callable[[int, int, int], float | None],
+    counts: Sequence[tuple[int, int]],
+    k: int,
+) -> tuple[float | None, int]:
+    values = [estimator(v, r, k) for r, v in counts if v >= k]
+    defined = [x for x in values if x is not None]
+    mean = statistics.fmean(defined) if defined else None
+    return mean, len(counts) - len(defined)
+
+
+def _clustered_interval(pooled: Interval | None, se: float | None, z: float) -> Interval | None:
+    if pooled is None or se is None:
+        return None
+    return normal_interval(pooled.estimate, se, z)
+
+
+def _z_pair(alpha: float, power: float) -> tuple[float, float]:
+    return float(sps.norm.ppf(1 - alpha / 2)), float(sps.norm.ppf(power))
+
+
+def _rejection_cutoff(n: int, alpha: float) -> int:
+    """Return the largest x ≤ n/2 whose two-sided sign-test p is ≤ alpha, or −1."""
+    tail, term, cutoff = 0, 1, -1
+    for x in range(n // 2 + 1):
+        tail += term
+        if min(1.0, 2 * tail / (1 << n)) > alpha:
+            break
+        cutoff = x
+        term = term * (n - x) // (x + 1)
+    return cutoff
+
+
+def _first_and_stable(reached: Sequence[bool]) -> tuple[int | None, int | None]:
+    first = next((i + 1 for i, ok in enumerate(reached) if ok), None)
+    stable: int | None = None
+    for i in range(len(reached) - 1, -1, -1):
+        if not reached[i]:
+            break
+        stable = i + 1
+    return first, stable

@@ -1,0 +1,156 @@
+"""The registry root on a local directory: layout, atomic create-if-absent writes, temp area.
+
+Layout under the root::
+
+    REGISTRY                           format marker
+    attempts/cohort=<hex>/<hex>.parquet immutable segments, named by blake3 of their bytes
+    ledger/<seq:012d>.json             commits, created if absent, hash-chained
+    layers/<kind>/<hex>.json           derived layers (reports), named by blake3 of their bytes
+    tmp/<random>/                      a writer's private temporary area
+
+Nothing outside `tmp/` is ever modified or deleted once written. A crash can leave a fully
+written object that no commit references; queries ignore it and `registry verify` reports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry.digest import hex_of
+from registry.errors import RegistryRootError
+
+FORMAT = "registry/1"
+MARKER = "REGISTRY"
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+
+
+@dataclass(frozen=True)
+class Store:
+    """A registry root directory."""
+
+    root: Path
+
+    @property
+    def attempts_dir(self) -> Path:
+        """Directory holding the attempt segments."""
+        return self.root / "attempts"
+
+    @property
+    def ledger_dir(self) -> Path:
+        """Directory holding the ledger commits."""
+        return self.root / "ledger"
+
+    @property
+    def layers_dir(self) -> Path:
+        """Directory holding derived layers."""
+        return self.root / "layers"
+
+    @property
+    def tmp_dir(self) -> Path:
+        """Parent of every writer's temporary area."""
+        return self.root / "tmp"
+
+    def segment_path(self, cohort_key: str, digest: str) -> str:
+        """Return the root-relative path of a segment (task ids never appear in paths)."""
+        return f"attempts/cohort={hex_of(cohort_key)}/{hex_of(digest)}.parquet"
+
+    def resolve(self, relative: str) -> Path:
+        """Return the absolute path of a root-relative path."""
+        return self.root / relative
+
+    @contextlib.contextmanager
+    def temp_area(self) -> Iterator[Path]:
+        """Yield a private temporary directory that is removed afterwards, whatever happens."""
+        area = self.tmp_dir / uuid.uuid4().hex
+        area.mkdir(parents=True)
+        try:
+            yield area
+        finally:
+            shutil.rmtree(area, ignore_errors=True)
+
+    def put_file(self, temp_file: Path, relative: str) -> bool:
+        """Publish a fully written temp file at `relative`, only if absent; True if created.
+
+        The file is fsynced and made read-only, then hard-linked into place: `link` fails
+        when the name exists, so no object is ever overwritten, and a reader never sees a
+        partial file. The directory is fsynced so the new name survives a crash.
+        """
+        target = self.resolve(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _fsync_file(temp_file)
+        os.chmod(temp_file, READ_ONLY)
+        try:
+            os.link(temp_file, target)
+        except FileExistsError:
+            return False
+        _fsync_dir(target.parent)
+        return True
+
+    def put_bytes(self, data: bytes, relative: str, scratch: Path) -> bool:
+        """Write `data` at `relative` if absent, via a temp file in `scratch`; True if created."""
+        temp = scratch / uuid.uuid4().hex
+        temp.write_bytes(data)
+        try:
+            return self.put_file(temp, relative)
+        finally:
+            temp.unlink(missing_ok=True)
+
+
+def open_store(root: Path, *, create: bool = False) -> Store:
+    """Return the store at `root`, creating an empty registry there if `create` is set.
+
+    Raises:
+        RegistryRootError: `root` is not a registry (and `create` is not set), or is a file,
+            or holds something that is not a registry.
+    """
+    root = Path(root).absolute()
+    marker = root / MARKER
+    if marker.is_file():
+        if marker.read_text().strip() != FORMAT:
+            raise RegistryRootError(f"{root} holds an unsupported registry format")
+        return Store(root)
+    if not create:
+        raise RegistryRootError(
+            f"no registry at {root}; ingest attempts first or pass --root / REGISTRY_ROOT"
+        )
+    if root.exists() and not root.is_dir():
+        raise RegistryRootError(f"{root} exists and is not a directory")
+    if root.is_dir() and any(p.name != "tmp" for p in root.iterdir()):
+        raise RegistryRootError(f"{root} is a non-empty directory that is not a registry")
+    for sub in ("attempts", "ledger", "layers", "tmp"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    store = Store(root)
+    with store.temp_area() as area:
+        store.put_bytes(f"{FORMAT}\n".encode(), MARKER, area)
+    return store
+
+
+def remove_empty_store(store: Store) -> None:
+    """Remove a registry root that holds no commit, no segment and no layer."""
+    for sub in ("attempts", "ledger", "layers"):
+        if any(store.root.joinpath(sub).iterdir()):
+            return
+    shutil.rmtree(store.root, ignore_errors=True)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,124 @@
+"""`registry verify`: re-hash every object, re-derive every attempt id, walk the ledger chain.
+
+Problems (exit 1): a commit that does not parse, a gap or a broken link in the chain, a
+missing or altered segment or layer, a row whose content no longer yields its attempt id.
+Unreferenced files are listed separately: an interrupted or in-flight writer leaves fully
+written objects that no commit names yet; queries never read them, so they are not damage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from registry import ledger
+from registry.digest import digest_file
+from registry.errors import IntegrityError
+from registry.keys import derive_keys
+from registry.store import MARKER, Store
+from registry.tables import read_segment, table_to_records
+
+
+@dataclass
+class VerifyReport:
+    """Outcome of a verification."""
+
+    commits: int = 0
+    segments: int = 0
+    attempts: int = 0
+    layers: int = 0
+    problems: list[str] = field(default_factory=list)
+    unreferenced: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found (unreferenced files are not problems)."""
+        return not self.problems
+
+
+def verify(store: Store) -> VerifyReport:
+    """Check every commit, segment, layer and row of the registry."""
+    report = VerifyReport()
+    referenced = {MARKER}
+    entries = _walk_chain(store, report)
+    for entry in entries:
+        referenced.add(ledger.commit_name(entry.seq))
+        for segment in entry.commit.segments:
+            referenced.add(segment.path)
+            _check_segment(store, segment, report)
+        if entry.commit.layer is not None:
+            referenced.add(entry.commit.layer.path)
+            _check_object(store, entry.commit.layer.path, entry.commit.layer.digest, report)
+            report.layers += 1
+    report.unreferenced = _unreferenced(store, referenced)
+    return report
+
+
+def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
+    entries = []
+    prev_digest: str | None = None
+    names = sorted(p.name for p in store.ledger_dir.iterdir() if p.suffix == ".json")
+    for expected_seq, name in enumerate(names, start=1):
+        path = store.ledger_dir / name
+        relative = f"ledger/{name}"
+        try:
+            entry = ledger.read_entry(path)
+        except IntegrityError:
+            report.problems.append(f"{relative}: commit does not parse as registry.commit/1")
+            prev_digest = None
+            continue
+        if ledger.commit_name(entry.seq) != relative or entry.seq != expected_seq:
+            report.problems.append(f"{relative}: sequence number {entry.seq} out of place")
+        if entry.seq > 1 and prev_digest is not None and entry.commit.prev != prev_digest:
+            report.problems.append(
+                f"{relative}: chain broken, prev does not match the digest of commit "
+                f"{entry.seq - 1} (an earlier commit was edited or replaced)"
+            )
+        entries.append(entry)
+        prev_digest = entry.digest
+        report.commits += 1
+    return entries
+
+
+def _check_object(store: Store, relative: str, digest: str, report: VerifyReport) -> bool:
+    path = store.resolve(relative)
+    if not path.is_file():
+        report.problems.append(f"{relative}: missing (named by the ledger)")
+        return False
+    actual = digest_file(path)
+    if actual != digest:
+        report.problems.append(f"{relative}: altered, blake3 is {actual}, ledger says {digest}")
+        return False
+    return True
+
+
+def _check_segment(store: Store, segment: ledger.SegmentEntry, report: VerifyReport) -> None:
+    report.segments += 1
+    if not _check_object(store, segment.path, segment.digest, report):
+        return
+    try:
+        table = read_segment(store.resolve(segment.path))
+    except (pa.ArrowException, OSError) as exc:
+        report.problems.append(f"{segment.path}: unreadable Parquet ({exc})")
+        return
+    if len(table) != segment.rows:
+        report.problems.append(f"{segment.path}: {len(table)} rows, ledger says {segment.rows}")
+    for row, (attempt_id, cohort_key, record) in enumerate(table_to_records(table), start=1):
+        report.attempts += 1
+        derived_cohort, _, derived_id = derive_keys(record)
+        stored = (attempt_id, cohort_key, segment.cohort_key)
+        if stored != (derived_id, derived_cohort, derived_cohort):
+            report.problems.append(
+                f"{segment.path}: row {row} content does not yield its attempt id {attempt_id}"
+            )
+
+
+def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
+    found = []
+    for top in ("attempts", "ledger", "layers", "tmp"):
+        for path in sorted(store.resolve(top).rglob("*")):
+            relative = path.relative_to(store.root).as_posix()
+            if path.is_file() and relative not in referenced:
+                found.append(relative)
+    return found

@@ -1,0 +1,222 @@
+"""`registry.attempt/1`: one isolated run of one agent system on one task."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
+
+ATTEMPT_SCHEMA = "registry.attempt/1"
+COHORT_SCHEME = "registry.cohort/1"
+MAX_SAFE_INTEGER = 2**53 - 1
+DIGEST_PATTERN = r"^blake3:[0-9a-f]{64}$"
+
+
+class TerminalClass(StrEnum):
+    """How an attempt ended. Four are valid outcomes, five are infrastructure-invalid."""
+
+    RESOLVED = "resolved"
+    MODEL_FAILURE = "model_failure"
+    SAFETY_FAILURE = "safety_failure"
+    TIMEOUT = "timeout"
+    HARNESS_FAILURE = "harness_failure"
+    ENVIRONMENT_FAILURE = "environment_failure"
+    GRADER_FAILURE = "grader_failure"
+    INVALID_CASE = "invalid_case"
+    CANCELLED = "cancelled"
+
+
+VALID_CLASSES: tuple[TerminalClass, ...] = (
+    TerminalClass.RESOLVED,
+    TerminalClass.MODEL_FAILURE,
+    TerminalClass.SAFETY_FAILURE,
+    TerminalClass.TIMEOUT,
+)
+"""Classes counted in the reliability denominator (a timeout is the candidate's failure)."""
+
+INVALID_CLASSES: tuple[TerminalClass, ...] = (
+    TerminalClass.HARNESS_FAILURE,
+    TerminalClass.ENVIRONMENT_FAILURE,
+    TerminalClass.GRADER_FAILURE,
+    TerminalClass.INVALID_CASE,
+    TerminalClass.CANCELLED,
+)
+"""Infrastructure-invalid classes: retained as evidence, held out of the denominator."""
+
+
+def _reject_control_characters(value: str) -> str:
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _check_json_value(value: Any) -> Any:
+    """Reject values RFC 8785 cannot encode: non-finite floats and unsafe integers."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise ValueError(f"integer {value} is outside the JSON safe range (|n| < 2**53)")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("numbers must be finite")
+        return value
+    if isinstance(value, dict):
+        return {key: _check_json_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_check_json_value(item) for item in value]
+    raise ValueError(f"{type(value).__name__} is not a JSON value")
+
+
+def _require_timestamp_text(value: Any) -> Any:
+    # Lax datetime parsing would accept Unix numbers; the contract says RFC 3339 text.
+    if isinstance(value, str | datetime) or value is None:
+        return value
+    raise ValueError("must be an RFC 3339 timestamp string with an offset")
+
+
+def _to_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    """Return the canonical form of a timestamp: UTC, RFC 3339, `Z` suffix."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+Digest = Annotated[str, Field(pattern=DIGEST_PATTERN)]
+Count = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
+Timestamp = Annotated[
+    AwareDatetime,
+    Field(strict=False),
+    BeforeValidator(_require_timestamp_text),
+    AfterValidator(_to_utc),
+    PlainSerializer(format_timestamp, return_type=str),
+]
+Budget = Annotated[str | dict[str, Any], AfterValidator(_check_json_value)]
+
+_STRICT = ConfigDict(
+    extra="forbid",
+    strict=True,
+    allow_inf_nan=False,
+    frozen=True,
+    use_attribute_docstrings=True,
+)
+
+
+class CohortInputs(BaseModel):
+    """Cohort inputs 2–11.
+
+    With `task_id` they form the cohort key: only attempts whose eleven inputs are identical
+    are ever pooled.
+    """
+
+    model_config = _STRICT
+
+    case_digest: NonEmpty
+    """Task definition: statement, tests, base commit."""
+    prompt_digest: NonEmpty
+    """Exact prompt bytes."""
+    source_digest: NonEmpty
+    """Repository revision the attempt starts from."""
+    wiki_digest: NonEmpty
+    """Selected wiki / context bundle (`"none"` when there is none)."""
+    tool_policy_digest: NonEmpty
+    """Tool surface and permissions."""
+    budget: Budget
+    """Time, turn, token and cost limits; an object is canonicalised (RFC 8785)."""
+    harness_package: NonEmpty
+    """Benchmark package version."""
+    grader_version: NonEmpty
+    """Grader bytes / version. A regrade has a new one, hence a new cohort."""
+    agent_system_digest: NonEmpty
+    """Declared agent-system configuration."""
+    environment_digest: NonEmpty
+    """Runner image / environment."""
+
+
+class Envelope(BaseModel):
+    """The observed execution identity: what actually ran, which may differ from the plan."""
+
+    model_config = _STRICT
+
+    agent: str | None = None
+    """Agent name as observed."""
+    agent_version: str | None = None
+    """Agent version as observed."""
+    provider: str | None = None
+    """Model provider as observed."""
+    model: str | None = None
+    """Model name as observed."""
+    harness_version: str | None = None
+    """Harness version as observed."""
+
+
+class AttemptRecord(BaseModel):
+    """`registry.attempt/1`: one isolated run of one agent system on one task."""
+
+    model_config = _STRICT
+
+    experiment_id: Annotated[str, Field(min_length=1, max_length=200)]
+    """The experiment (run of a harness) the attempt came from; 1–200 characters."""
+    task_id: Annotated[
+        str, Field(min_length=1, max_length=500), AfterValidator(_reject_control_characters)
+    ]
+    """Task identifier; cohort input 1; 1–500 characters, no control characters."""
+    repeat_index: Count
+    """Which repeat of the task this attempt is (0-based)."""
+    inputs: CohortInputs
+    """Cohort inputs 2–11."""
+    terminal_class: TerminalClass
+    """How the attempt ended: one of the nine terminal classes."""
+    envelope: Envelope
+    """Observed execution identity."""
+    terminal_identity: Annotated[str, Field(pattern=DIGEST_PATTERN)] | None = None
+    """Digest binding outcome to identity; absent or null marks legacy evidence."""
+    runtime_seconds: Annotated[float, Field(ge=0)]
+    """Wall-clock runtime in seconds; finite and non-negative."""
+    started_at: Timestamp | None = None
+    """Start time, RFC 3339 with offset; stored in UTC."""
+    finished_at: Timestamp | None = None
+    """Finish time, RFC 3339 with offset; stored in UTC; not before `started_at`."""
+    cost_usd: Annotated[float, Field(ge=0)] | None = None
+    """Cost in US dollars; null means unavailable and is never treated as zero."""
+    input_tokens: Count | None = None
+    """Input tokens; null when unavailable."""
+    output_tokens: Count | None = None
+    """Output tokens; null when unavailable."""
+    cached_input_tokens: Count | None = None
+    """Cached input tokens; null when unavailable."""
+    plan_id: NonEmpty | None = None
+    """The frozen plan this attempt executes."""
+    derived_from: Digest | None = None
+    """Attempt id of the record this one re-grades."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Free key/value annotations, e.g. sampling temperature."""
+    artifacts: dict[str, str] = Field(default_factory=dict)
+    """Artifact name -> content digest of stored evidence (patch, transcript, logs)."""
+
+    @model_validator(mode="after")
+    def _finished_not_before_started(self) -> AttemptRecord:
+        if self.started_at and self.finished_at and self.finished_at < self.started_at:
+            raise ValueError("finished_at must not be earlier than started_at")
+        return self
+
+    @property
+    def is_valid(self) -> bool:
+        """Whether the attempt counts in the reliability denominator."""
+        return self.terminal_class in VALID_CLASSES
