@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from registry import ledger
+from registry._faults import checkpoint
 from registry.digest import digest_file
 from registry.errors import InvalidRecordError
 from registry.keys import derive_keys, record_json
@@ -90,7 +91,10 @@ def ingest(
             for source in sources:
                 for location, payload in iter_payloads(source, tick):
                     _add(batch, source, location, payload)
-            commit, segments = _commit(batch, sources, _write_segments(batch))
+            segments = _write_segments(batch)
+            checkpoint("after-temp-segments")
+            commit, segments = _commit(batch, sources, segments)
+            checkpoint("after-commit")
     except BaseException:
         if fresh and ledger.head_seq(store) == 0:
             remove_empty_store(store)  # a failed first ingest leaves no empty registry behind
@@ -149,6 +153,7 @@ def _spill(batch: _Batch) -> None:
             cohort.parts.append(part)
             cohort.rows = []
     batch.buffered = 0
+    checkpoint("after-spill")
 
 
 def _cohort_table(cohort: _Cohort) -> pa.Table:
@@ -195,6 +200,8 @@ def _commit(
             return None, []
         for segment in segments:
             batch.store.put_file(segment["_temp"], segment["path"])
+            checkpoint("after-first-segment-published")
+        checkpoint("after-segments-published")
         fields = _commit_fields(batch, sources, segments)
         prev = _digest_at(batch.store, batch.base_seq)
         if ledger.try_append(batch.store, batch.base_seq + 1, prev, fields) is not None:

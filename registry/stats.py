@@ -477,6 +477,8 @@ def paired_bootstrap_ci(
 ) -> tuple[float, float] | None:
     """Return the percentile bootstrap CI of the mean difference, or ``None`` if T < 2."""
     values = np.asarray(diffs, dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("paired differences must be finite numbers")
     if values.size < 2:
         return None
     if np.all(values == values[0]):
