@@ -72,13 +72,13 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
     Raises:
         IntegrityError: a commit file cannot be parsed.
     """
-    paths = sorted(p for p in store.ledger_dir.glob("*.json") if _is_commit_name(p.name))
+    paths = sorted(p for p in store.ledger_dir.glob("*.json") if is_commit_name(p.name))
     return [read_entry(p) for p in paths]
 
 
 def head_seq(store: Store) -> int:
     """Return the highest committed sequence number (0 for an empty ledger)."""
-    names = [p.name for p in store.ledger_dir.iterdir() if _is_commit_name(p.name)]
+    names = [p.name for p in store.ledger_dir.iterdir() if is_commit_name(p.name)]
     return max((int(n[:12]) for n in names), default=0)
 
 
@@ -122,5 +122,6 @@ def backoff() -> None:
     time.sleep(random.uniform(0.001, 0.02))
 
 
-def _is_commit_name(name: str) -> bool:
+def is_commit_name(name: str) -> bool:
+    """Whether a file name in `ledger/` is a commit's (`<12 digits>.json`)."""
     return len(name) == 17 and name.endswith(".json") and name[:12].isdigit()

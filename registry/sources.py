@@ -121,7 +121,8 @@ def describe_error(error: Any) -> tuple[str | None, str]:
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     kind = error["type"]
     if kind == "json_invalid":
-        return None, f"malformed JSON ({error['ctx']['error']})"
+        detail = str(error["ctx"]["error"]).replace(" at line 1 column ", " at column ")
+        return None, f"malformed JSON ({detail})"
     dotted = ".".join(loc) or None
     if kind == "extra_forbidden":
         valid = list(_model_at(loc[:-1]).model_fields)

@@ -28,6 +28,8 @@ from registry.errors import RegistryRootError
 
 FORMAT = "registry/1"
 MARKER = "REGISTRY"
+_SUBDIRS = ("tmp", "attempts", "ledger", "layers")
+_LAYOUT = {*_SUBDIRS, MARKER}
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 
@@ -122,22 +124,31 @@ def open_store(root: Path, *, create: bool = False) -> Store:
         )
     if root.exists() and not root.is_dir():
         raise RegistryRootError(f"{root} exists and is not a directory")
-    if root.is_dir() and any(p.name != "tmp" for p in root.iterdir()):
+    # Another writer may be creating the same registry right now: its sub-directories
+    # without the marker yet are expected; anything else means a foreign directory.
+    if root.is_dir() and any(p.name not in _LAYOUT for p in root.iterdir()):
         raise RegistryRootError(f"{root} is a non-empty directory that is not a registry")
-    for sub in ("attempts", "ledger", "layers", "tmp"):
+    for sub in _SUBDIRS:
         (root / sub).mkdir(parents=True, exist_ok=True)
     store = Store(root)
     with store.temp_area() as area:
-        store.put_bytes(f"{FORMAT}\n".encode(), MARKER, area)
+        store.put_bytes(f"{FORMAT}\n".encode(), MARKER, area)  # create-if-absent: races are fine
     return store
 
 
 def remove_empty_store(store: Store) -> None:
-    """Remove a registry root that holds no commit, no segment and no layer."""
-    for sub in ("attempts", "ledger", "layers"):
-        if any(store.root.joinpath(sub).iterdir()):
-            return
-    shutil.rmtree(store.root, ignore_errors=True)
+    """Remove a registry root that holds nothing but its empty layout.
+
+    Only empty directories are removed (`rmdir` refuses anything else), so a writer that
+    started on the same new root meanwhile never loses a file.
+    """
+    try:
+        for sub in _SUBDIRS:
+            os.rmdir(store.root / sub)
+        (store.root / MARKER).unlink()
+        os.rmdir(store.root)
+    except OSError:
+        return
 
 
 def _fsync_file(path: Path) -> None:

@@ -18,6 +18,7 @@ from registry.errors import IntegrityError
 from registry.keys import derive_keys
 from registry.store import MARKER, Store
 from registry.tables import read_segment, table_to_records
+from registry_schemas import Commit
 
 
 @dataclass
@@ -58,7 +59,7 @@ def verify(store: Store) -> VerifyReport:
 def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
     entries = []
     prev_digest: str | None = None
-    names = sorted(p.name for p in store.ledger_dir.iterdir() if p.suffix == ".json")
+    names = sorted(p.name for p in store.ledger_dir.iterdir() if ledger.is_commit_name(p.name))
     for expected_seq, name in enumerate(names, start=1):
         path = store.ledger_dir / name
         relative = f"ledger/{name}"
@@ -75,10 +76,27 @@ def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
                 f"{relative}: chain broken, prev does not match the digest of commit "
                 f"{entry.seq - 1} (an earlier commit was edited or replaced)"
             )
+        _check_counts(relative, entry.commit, report)
         entries.append(entry)
         prev_digest = entry.digest
         report.commits += 1
     return entries
+
+
+def _check_counts(relative: str, commit: Commit, report: VerifyReport) -> None:
+    rows = sum(segment.rows for segment in commit.segments)
+    records = sum(source.records for source in commit.sources)
+    consistent = (
+        commit.attempts_new == rows
+        and commit.attempts_read == commit.attempts_new + commit.attempts_present
+        and (not commit.sources or records == commit.attempts_read)
+    )
+    if not consistent:
+        report.problems.append(
+            f"{relative}: counts disagree (read {commit.attempts_read}, new "
+            f"{commit.attempts_new}, present {commit.attempts_present}, segment rows {rows}, "
+            f"source records {records})"
+        )
 
 
 def _check_object(store: Store, relative: str, digest: str, report: VerifyReport) -> bool:

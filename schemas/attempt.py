@@ -73,6 +73,8 @@ def _check_json_value(value: Any) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("numbers must be finite")
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise ValueError(f"number {value} is outside the JSON safe range (|n| < 2**53)")
         return value
     if isinstance(value, dict):
         return {key: _check_json_value(item) for key, item in value.items()}
@@ -187,13 +189,13 @@ class AttemptRecord(BaseModel):
     """Observed execution identity."""
     terminal_identity: Annotated[str, Field(pattern=DIGEST_PATTERN)] | None = None
     """Digest binding outcome to identity; absent or null marks legacy evidence."""
-    runtime_seconds: Annotated[float, Field(ge=0)]
+    runtime_seconds: Annotated[float, Field(ge=0, le=MAX_SAFE_INTEGER)]
     """Wall-clock runtime in seconds; finite and non-negative."""
     started_at: Timestamp | None = None
     """Start time, RFC 3339 with offset; stored in UTC."""
     finished_at: Timestamp | None = None
     """Finish time, RFC 3339 with offset; stored in UTC; not before `started_at`."""
-    cost_usd: Annotated[float, Field(ge=0)] | None = None
+    cost_usd: Annotated[float, Field(ge=0, le=MAX_SAFE_INTEGER)] | None = None
     """Cost in US dollars; null means unavailable and is never treated as zero."""
     input_tokens: Count | None = None
     """Input tokens; null when unavailable."""
