@@ -27,6 +27,8 @@ _SAFE_INT = 2**53
 _FAST_FLOAT_MIN = 1e-5
 _FAST_FLOAT_MAX = 1e15
 _UTF16_ORDER_BREAK = "\ue000"
+_KEY_CACHE_SIZE = 4096
+_CHECKED_KEYS: set[str] = set()
 
 
 class _SlowPath(Exception):
@@ -49,24 +51,32 @@ def canonical_json_reference(value: Any) -> bytes:
 
 def _prepare(value: Any) -> Any:
     """Return `value` with floats normalised for orjson, or raise `_SlowPath`."""
-    if isinstance(value, str) or value is None or isinstance(value, bool):
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
         return value
-    if isinstance(value, int):
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if key not in _CHECKED_KEYS:
+                _check_key(key)
+            out[key] = item if type(item) is str else _prepare(item)
+        return out
+    if kind is float:
+        return _prepare_float(value)
+    if kind is int:
         if -_SAFE_INT < value < _SAFE_INT:
             return value
         raise _SlowPath
-    if isinstance(value, float):
-        return _prepare_float(value)
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or max(key, default="") >= _UTF16_ORDER_BREAK:
-                raise _SlowPath
-            out[key] = _prepare(item)
-        return out
-    if isinstance(value, list | tuple):
+    if kind is list or kind is tuple:
         return [_prepare(item) for item in value]
-    raise _SlowPath
+    raise _SlowPath  # subclasses (enums, bool-likes) and foreign types: let rfc8785 decide
+
+
+def _check_key(key: Any) -> None:
+    if type(key) is not str or max(key, default="") >= _UTF16_ORDER_BREAK:
+        raise _SlowPath
+    if len(_CHECKED_KEYS) < _KEY_CACHE_SIZE:  # record keys repeat: check each once
+        _CHECKED_KEYS.add(key)
 
 
 def _prepare_float(value: float) -> float | int:

@@ -56,8 +56,11 @@ INVALID_CLASSES: tuple[TerminalClass, ...] = (
 """Infrastructure-invalid classes: retained as evidence, held out of the denominator."""
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def _reject_control_characters(value: str) -> str:
-    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value):
+    if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
     return value
 
