@@ -30,9 +30,7 @@ stamp = st.none() | st.datetimes(
 ).map(format_timestamp)
 budget = st.text(min_size=1, max_size=10) | st.dictionaries(
     st.text(max_size=5),
-    st.integers(-1000, 1000)
-    | st.floats(-1e15, 1e15, allow_nan=False)
-    | st.text(max_size=5),
+    st.integers(-1000, 1000) | st.floats(-1e15, 1e15, allow_nan=False) | st.text(max_size=5),
     max_size=3,
 )
 

@@ -64,9 +64,16 @@ def test_views_and_provenance(invoke, loaded_root):
     rows = json.loads(result.stdout)
     assert len(rows) == 1 and rows[0]["commit_seq"] == 1
     assert rows[0]["source"].endswith("fixtures/quickstart/attempts.jsonl")
-    result = invoke("sql", "SELECT seq, digest, kind, attempts_new FROM commits", "--format", "json")
+    result = invoke(
+        "sql", "SELECT seq, digest, kind, attempts_new FROM commits", "--format", "json"
+    )
     assert json.loads(result.stdout) == [
-        {"seq": 1, "digest": rows[0]["commit_digest"], "kind": "ingest", "attempts_new": rows[0]["n"]}
+        {
+            "seq": 1,
+            "digest": rows[0]["commit_digest"],
+            "kind": "ingest",
+            "attempts_new": rows[0]["n"],
+        }
     ]
     result = invoke("sql", "SELECT count(*) AS n FROM cohorts", "--format", "csv")
     assert result.stdout.splitlines()[0] == "n" and int(result.stdout.splitlines()[1]) > 1
