@@ -143,26 +143,6 @@ class SystemAggregate:
     tasks_excluded: dict[int, int]
 
 
-@dataclass(frozen=True)
-class TwoProportionSampleSize:
-    """Attempts per arm to detect p1 vs p2 (unrounded and rounded up)."""
-
-    n_per_arm_raw: float
-    n_per_arm: int
-
-
-@dataclass(frozen=True)
-class McNemarSampleSize:
-    """Discordant pairs needed by three methods; exact figures are searched up to a limit."""
-
-    crude_raw: float
-    crude_ceil: int
-    normal_alt_variance_raw: float
-    normal_alt_variance_ceil: int
-    exact_first_n: int | None
-    exact_stable_n: int | None
-
-
 # --- §0 / §1: per task × system ---------------------------------------------------------
 
 
@@ -352,15 +332,6 @@ def expected_flips(rates: Iterable[float]) -> float:
     return math.fsum(2.0 * p * (1.0 - p) for p in rates)
 
 
-def repeated_mean_variance(
-    var_x: float, mean_sigma2: float, repeats: int, n_tasks: int = 1
-) -> float:
-    """Return Miller's Var(mean) = (Var(x) + E[σ²]/K) / n_tasks with K repeats per task."""
-    if repeats < 1 or n_tasks < 1:
-        raise ValueError(f"need repeats >= 1 and n_tasks >= 1, got {repeats}, {n_tasks}")
-    return (var_x + mean_sigma2 / repeats) / n_tasks
-
-
 def system_aggregate(
     per_task_resolved: Sequence[int],
     per_task_valid: Sequence[int],
@@ -496,68 +467,6 @@ def paired_bootstrap_ci(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-# --- §4: planning figures ---------------------------------------------------------------
-
-
-def binomial_cdf(k: int, n: int, p: float) -> float:
-    """Return P(X ≤ k) for X ~ Bin(n, p)."""
-    return float(sps.binom.cdf(k, n, p))
-
-
-def binomial_pmf(k: int, n: int, p: float) -> float:
-    """Return P(X = k) for X ~ Bin(n, p)."""
-    return float(sps.binom.pmf(k, n, p))
-
-
-def probability_any_failure(p: float, n: int) -> float:
-    """Return 1 − p^n, the chance of at least one failure in n attempts."""
-    return 1.0 - p**n
-
-
-def sample_size_two_proportions(
-    p1: float, p2: float, alpha: float = 0.05, power: float = 0.8
-) -> TwoProportionSampleSize:
-    """Return attempts per arm to tell p1 from p2 (two-sided test of two proportions)."""
-    if p1 == p2:
-        raise ValueError("p1 and p2 must differ")
-    z_a, z_b = _z_pair(alpha, power)
-    p_bar = (p1 + p2) / 2
-    spread = z_a * math.sqrt(2 * p_bar * (1 - p_bar)) + z_b * math.sqrt(
-        p1 * (1 - p1) + p2 * (1 - p2)
-    )
-    raw = spread**2 / (p2 - p1) ** 2
-    return TwoProportionSampleSize(raw, math.ceil(raw))
-
-
-def sign_test_power(n: int, psi: float, alpha: float = 0.05) -> float:
-    """Return the power of the exact two-sided sign test with n pairs, P(favour) = psi."""
-    cutoff = _rejection_cutoff(n, alpha)
-    if cutoff < 0:
-        return 0.0
-    return float(sps.binom.cdf(cutoff, n, psi) + sps.binom.sf(n - cutoff - 1, n, psi))
-
-
-def sample_size_mcnemar_discordant(
-    psi: float, alpha: float = 0.05, power: float = 0.8, search_limit: int | None = None
-) -> McNemarSampleSize:
-    """Return discordant pairs needed: crude, Connor normal-approximation and exact figures.
-
-    The exact figures search n = 1..search_limit (default 4 × the crude count):
-    ``exact_first_n`` is the first n with power ≥ target and ``exact_stable_n`` the first
-    from which power stays ≥ target up to the limit.
-    """
-    if not 0.0 <= psi <= 1.0 or psi == 0.5:
-        raise ValueError(f"psi must be in [0, 1] and differ from 0.5, got {psi}")
-    z_a, z_b = _z_pair(alpha, power)
-    effect = (psi - 0.5) ** 2
-    crude = (z_a + z_b) ** 2 / (4 * effect)
-    connor = (z_a / 2 + z_b * math.sqrt(psi * (1 - psi))) ** 2 / effect
-    limit = search_limit if search_limit is not None else 4 * math.ceil(crude)
-    reached = [sign_test_power(n, psi, alpha) >= power for n in range(1, limit + 1)]
-    first, stable = _first_and_stable(reached)
-    return McNemarSampleSize(crude, math.ceil(crude), connor, math.ceil(connor), first, stable)
-
-
 # --- private helpers ----------------------------------------------------------------------
 
 
@@ -608,29 +517,3 @@ def _clustered_interval(pooled: Interval | None, se: float | None, z: float) -> 
     if pooled is None or se is None:
         return None
     return normal_interval(pooled.estimate, se, z)
-
-
-def _z_pair(alpha: float, power: float) -> tuple[float, float]:
-    return float(sps.norm.ppf(1 - alpha / 2)), float(sps.norm.ppf(power))
-
-
-def _rejection_cutoff(n: int, alpha: float) -> int:
-    """Return the largest x ≤ n/2 whose two-sided sign-test p is ≤ alpha, or −1."""
-    tail, term, cutoff = 0, 1, -1
-    for x in range(n // 2 + 1):
-        tail += term
-        if min(1.0, 2 * tail / (1 << n)) > alpha:
-            break
-        cutoff = x
-        term = term * (n - x) // (x + 1)
-    return cutoff
-
-
-def _first_and_stable(reached: Sequence[bool]) -> tuple[int | None, int | None]:
-    first = next((i + 1 for i, ok in enumerate(reached) if ok), None)
-    stable: int | None = None
-    for i in range(len(reached) - 1, -1, -1):
-        if not reached[i]:
-            break
-        stable = i + 1
-    return first, stable

@@ -12,8 +12,36 @@ from .attempt import (
     format_timestamp,
 )
 from .ledger import COMMIT_SCHEMA, Commit, LayerEntry, SegmentEntry, SourceEntry
+from .report import (
+    REPORT_SCHEMA,
+    CohortReport,
+    CommitRef,
+    CostStats,
+    ExperimentProvenance,
+    Generator,
+    Rate,
+    RuntimeStats,
+    Snapshot,
+    SystemIdentity,
+    SystemReport,
+    TaskReport,
+    TokenStats,
+)
 
 __all__ = [
+    "REPORT_SCHEMA",
+    "CohortReport",
+    "CommitRef",
+    "CostStats",
+    "ExperimentProvenance",
+    "Generator",
+    "Rate",
+    "RuntimeStats",
+    "Snapshot",
+    "SystemIdentity",
+    "SystemReport",
+    "TaskReport",
+    "TokenStats",
     "ATTEMPT_SCHEMA",
     "COHORT_SCHEME",
     "COMMIT_SCHEMA",

@@ -1,4 +1,4 @@
-"""Tests for registry.stats: every reference case of statistics-reference.json, plus invariants."""
+"""Tests for registry.stats and registry.planning: statistics-reference.json cases, invariants."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from registry import stats
+from registry import planning, stats
 
 REFERENCE_PATH = Path(__file__).parent / "data" / "statistics-reference.json"
 REFERENCE: dict[str, Any] = json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))
@@ -107,13 +107,13 @@ def _holm(inp: dict[str, Any]) -> Any:
 
 
 def _sample_size_two(inp: dict[str, Any]) -> Any:
-    size = stats.sample_size_two_proportions(inp["p1"], inp["p2"], inp["alpha"], inp["power"])
+    size = planning.sample_size_two_proportions(inp["p1"], inp["p2"], inp["alpha"], inp["power"])
     return dataclasses.asdict(size)
 
 
 def _sample_size_mcnemar(inp: dict[str, Any]) -> Any:
     power = inp["power"]
-    size = stats.sample_size_mcnemar_discordant(inp["psi"], inp["alpha"], power)
+    size = planning.sample_size_mcnemar_discordant(inp["psi"], inp["alpha"], power)
     return {
         "crude_raw": size.crude_raw,
         "crude_ceil": size.crude_ceil,
@@ -178,8 +178,8 @@ def _system_aggregate(inp: dict[str, Any]) -> Any:
 
 
 def _miller(inp: dict[str, Any]) -> Any:
-    var_k = stats.repeated_mean_variance(inp["var_x"], inp["mean_sigma2"], inp["K"])
-    var_1 = stats.repeated_mean_variance(inp["var_x"], inp["mean_sigma2"], 1)
+    var_k = planning.repeated_mean_variance(inp["var_x"], inp["mean_sigma2"], inp["K"])
+    var_1 = planning.repeated_mean_variance(inp["var_x"], inp["mean_sigma2"], 1)
     return {"n_times_var": var_k, "reduction_vs_K1": 1 - var_k / var_1}
 
 
@@ -188,9 +188,9 @@ ADAPTERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "repeat_consistency": lambda i: stats.repeat_consistency(i["resolved"], i["unresolved"]),
     "resolved_rate": lambda i: stats.resolved_rate(i["resolved"], i["valid"]),
     "invalid_rate": lambda i: stats.invalid_rate(i["invalid"], i["total"]),
-    "binom_cdf": lambda i: stats.binomial_cdf(i["k"], i["n"], i["p"]),
-    "binom_pmf": lambda i: stats.binomial_pmf(i["k"], i["n"], i["p"]),
-    "one_minus_p_pow_n": lambda i: stats.probability_any_failure(i["p"], i["n"]),
+    "binom_cdf": lambda i: planning.binomial_cdf(i["k"], i["n"], i["p"]),
+    "binom_pmf": lambda i: planning.binomial_pmf(i["k"], i["n"], i["p"]),
+    "one_minus_p_pow_n": lambda i: planning.probability_any_failure(i["p"], i["n"]),
     "pass_closed_form": _pass_closed,
     "pass_at_k_and_pass_hat_k": _pass_k,
     "runtime_summary": _runtime,

@@ -1,0 +1,96 @@
+"""Derived layers: reports (and later comparisons) stored by the digest of their bytes.
+
+A layer is canonical JSON written once under `layers/<kind>/<hex>.json` and recorded by a
+`layer` commit in the ledger. Writing the same document again finds the same name and the
+same commit, so nothing is added; a new document is a new version and earlier versions stay
+readable. Layers never modify attempt evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from registry import ledger
+from registry.canonical import canonical_json
+from registry.digest import digest_bytes, hex_of
+from registry.errors import IntegrityError, ObjectNotFoundError
+from registry.store import Store
+
+
+@dataclass(frozen=True)
+class LayerVersion:
+    """A layer as the ledger records it."""
+
+    kind: str
+    subject: str
+    digest: str
+    path: str
+    commit_seq: int
+    created_at: str
+
+
+def layer_path(kind: str, digest: str) -> str:
+    """Return the root-relative path of a layer."""
+    return f"layers/{kind}/{hex_of(digest)}.json"
+
+
+def store_layer(store: Store, kind: str, subject: str, document: Any) -> tuple[LayerVersion, bool]:
+    """Store a layer if new and record it in the ledger; return it and whether it was new."""
+    data = canonical_json(document)
+    digest = digest_bytes(data)
+    existing = [v for v in list_layers(store, kind) if v.digest == digest]
+    if existing:
+        return existing[-1], False
+    path = layer_path(kind, digest)
+    with store.temp_area() as area:
+        store.put_bytes(data, path, area)
+    layer = {"kind": kind, "subject": subject, "path": path, "digest": digest}
+    entry = ledger.append(store, {"kind": "layer", "layer": layer})
+    return _version(entry), True
+
+
+def list_layers(
+    store: Store, kind: str | None = None, subject: str | None = None
+) -> list[LayerVersion]:
+    """Return recorded layers, oldest first, optionally of one kind and subject."""
+    versions = []
+    seen = set()
+    for entry in ledger.read_ledger(store):
+        layer = entry.commit.layer
+        if layer is None or (kind and layer.kind != kind) or layer.digest in seen:
+            continue
+        if subject is not None and layer.subject != subject:
+            continue
+        seen.add(layer.digest)
+        versions.append(_version(entry))
+    return versions
+
+
+def read_layer(store: Store, digest: str, kind: str | None = None) -> tuple[LayerVersion, Any]:
+    """Return a layer (by full digest or a unique hex prefix) and its parsed document.
+
+    Raises:
+        ObjectNotFoundError: no layer matches, or the prefix is ambiguous.
+        IntegrityError: the stored bytes no longer match the digest.
+    """
+    wanted = hex_of(digest.strip())
+    matches = [v for v in list_layers(store, kind) if hex_of(v.digest).startswith(wanted)]
+    if len(matches) != 1 or not wanted:
+        problem = "no layer" if not matches else f"{len(matches)} layers"
+        raise ObjectNotFoundError(f"{problem} match '{digest}'; list them with: registry reports")
+    version = matches[0]
+    data = store.resolve(version.path).read_bytes()
+    if digest_bytes(data) != version.digest:
+        raise IntegrityError(f"{version.path}: altered; its bytes no longer match its digest")
+    return version, orjson.loads(data)
+
+
+def _version(entry: ledger.LedgerEntry) -> LayerVersion:
+    layer = entry.commit.layer
+    assert layer is not None
+    return LayerVersion(
+        layer.kind, layer.subject, layer.digest, layer.path, entry.seq, entry.commit.created_at
+    )

@@ -1,0 +1,301 @@
+"""Report renderers: plain-text table, Markdown and a self-contained HTML page with a plot.
+
+Pure functions from a `TaskReport` to text; no querying, no I/O. Every rate is shown with
+its counts and interval (`23/38 60.5% [44.7, 74.4]`); an undefined value is `n/a` with its
+reason.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+from registry.digest import short
+from registry_schemas import CohortReport, Rate, SystemIdentity, SystemReport, TaskReport
+
+FLAG_TEXT = {
+    "small_sample": "small sample",
+    "all_invalid": "all attempts infrastructure-invalid",
+    "unobserved_provider": "provider unobserved (legacy evidence without terminal identity)",
+}
+INPUT_LABELS = (
+    ("grader_version", "grader"),
+    ("agent_system_digest", "agent system"),
+    ("harness_package", "harness package"),
+    ("environment_digest", "environment"),
+)
+
+
+def percent(value: float | None) -> str:
+    """Return a rate as a percentage with one decimal, or `n/a`."""
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def rate_text(count: int, total: int, rate: Rate, reason: str | None = None) -> str:
+    """Return `x/n p% [low, high]`, or `x/n n/a (reason)` when undefined."""
+    if rate.estimate is None or rate.low is None or rate.high is None:
+        return f"{count}/{total} n/a" + (f" ({reason})" if reason else "")
+    return f"{count}/{total} {percent(rate.estimate)} [{100 * rate.low:.1f}, {100 * rate.high:.1f}]"
+
+
+def system_label(system: SystemIdentity) -> str:
+    """Return a compact label: `agent version provider/model (harness)`."""
+    agent = " ".join(p for p in (system.agent, system.agent_version) if p) or "unknown agent"
+    model = "/".join(p or "?" for p in (system.provider, system.model))
+    harness = f" harness {system.harness_version}" if system.harness_version else ""
+    return f"{agent} {model}{harness}"
+
+
+def cohort_label(cohort: CohortReport) -> str:
+    """Return a one-line description of a cohort's distinguishing inputs."""
+    parts = [f"cohort {short(cohort.cohort_key)}"]
+    for key, label in INPUT_LABELS:
+        value = cohort.inputs.get(key)
+        text = short(value) if isinstance(value, str) and value.startswith("blake3:") else value
+        parts.append(f"{label} {text}")
+    return " · ".join(str(p) for p in parts)
+
+
+def _runtime(system: SystemReport) -> str:
+    r = system.runtime_seconds
+    if r.mean is None or r.median is None or r.p95 is None:
+        return "n/a"
+    return f"{r.mean:.1f} / {r.median:.1f} / {r.p95:.1f}"
+
+
+def _cost(system: SystemReport) -> str:
+    c = system.cost_usd
+    n = c.known + c.unavailable
+    if c.total is None or c.mean is None:
+        return f"n/a (0/{n} known)"
+    return f"${c.total:.4f} total, ${c.mean:.4f} mean ({c.known}/{n} known)"
+
+
+def _pass_k(values: dict[str, float | None]) -> str:
+    shown = [f"{k}:{percent(v)}" for k, v in values.items() if k in {"1", "2", "3", "5", "10"}]
+    return " ".join(shown)
+
+
+def _notes(system: SystemReport) -> list[str]:
+    notes = [FLAG_TEXT.get(f, f) for f in system.flags]
+    if system.derived_from:
+        notes.append(f"re-grades {len(system.derived_from)} attempts")
+    return notes
+
+
+def _provenance(system: SystemReport) -> str:
+    parts = []
+    for p in system.provenance:
+        commits = ",".join(str(c.seq) for c in p.commits)
+        parts.append(
+            f"{p.experiment_id}: {p.attempts} attempts, {p.valid} valid, {p.resolved} resolved"
+            f" (commit {commits})"
+        )
+    return "; ".join(parts)
+
+
+def _classes(system: SystemReport) -> str:
+    return ", ".join(f"{name} {n}" for name, n in system.classes.items() if n)
+
+
+def _header(report: TaskReport) -> list[str]:
+    snap = report.snapshot
+    return [
+        f"Task {report.task_id}",
+        f"evidence {snap.evidence_digest} ({snap.attempts} attempts, newest commit "
+        f"{snap.last_commit_seq}) · generator {report.generator.name} {report.generator.version}",
+    ]
+
+
+def render_table(report: TaskReport) -> str:
+    """Return the report as plain text for a terminal."""
+    lines = _header(report)
+    for cohort in report.cohorts:
+        lines += ["", cohort_label(cohort)]
+        if cohort.regrades:
+            lines.append("  re-grades cohort " + ", ".join(short(k) for k in cohort.regrades))
+        for s in cohort.systems:
+            reason = s.undefined.get("resolved_rate")
+            lines += [
+                f"  {system_label(s.system)}",
+                f"    resolved     {rate_text(s.resolved, s.valid, s.resolved_rate, reason)}",
+                f"    invalid      {rate_text(s.invalid, s.attempts, s.invalid_rate)}",
+                f"    classes      {_classes(s)}",
+                f"    consistency  {percent(s.consistency)}"
+                + (f" ({s.undefined['consistency']})" if "consistency" in s.undefined else ""),
+                f"    pass@k       {_pass_k(s.pass_at_k)}",
+                f"    pass^k       {_pass_k(s.pass_hat_k)}",
+                f"    runtime s    mean / median / p95 {_runtime(s)}",
+                f"    cost         {_cost(s)}",
+                f"    provenance   {_provenance(s)}",
+            ]
+            if notes := _notes(s):
+                lines.append(f"    ! {'; '.join(notes)}")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: TaskReport) -> str:
+    """Return the report as GitHub-flavoured Markdown."""
+    head = _header(report)
+    lines = [f"# {_md(head[0])}", "", _md(head[1])]
+    columns = (
+        "| system | resolved (valid) | invalid (all) | consistency | pass@1 "
+        "| runtime s mean/median/p95 | cost | notes |"
+    )
+    for cohort in report.cohorts:
+        lines += ["", f"## {_md(cohort_label(cohort))}", "", columns, "|" + "---|" * 8]
+        for s in cohort.systems:
+            reason = s.undefined.get("resolved_rate")
+            cells = [
+                system_label(s.system),
+                rate_text(s.resolved, s.valid, s.resolved_rate, reason),
+                rate_text(s.invalid, s.attempts, s.invalid_rate),
+                percent(s.consistency),
+                percent(s.pass_at_k.get("1")),
+                _runtime(s),
+                _cost(s),
+                "; ".join(_notes(s)),
+            ]
+            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines += ["", "Provenance:", ""]
+        lines += [f"- {_md(system_label(s.system))}: {_md(_provenance(s))}" for s in cohort.systems]
+    return "\n".join(lines) + "\n"
+
+
+# --- HTML -----------------------------------------------------------------------------------
+
+_ROW = 34
+_LABEL_W = 360
+_PLOT_W = 480
+_TEXT_W = 300
+_TOP = 30
+_COLOR = "#1f5fbf"
+_MUTED = "#8a8a8a"
+
+
+def _svg_rows(report: TaskReport) -> tuple[list[str], int]:
+    parts: list[str] = []
+    y = _TOP
+    for cohort in report.cohorts:
+        parts.append(
+            f'<text x="4" y="{y + 20}" class="cohort">{html.escape(cohort_label(cohort))}</text>'
+        )
+        y += _ROW
+        for s in cohort.systems:
+            parts += _svg_system(s, y)
+            y += _ROW
+    return parts, y + 10
+
+
+def _svg_system(s: SystemReport, y: int) -> list[str]:
+    mid = y + _ROW // 2
+    color = _MUTED if "unobserved_provider" in s.flags else _COLOR
+    label = html.escape(system_label(s.system))
+    reason = s.undefined.get("resolved_rate")
+    text = html.escape(rate_text(s.resolved, s.valid, s.resolved_rate, reason))
+    out = [
+        f'<text x="14" y="{mid + 5}" class="label">{label}</text>',
+        f'<text x="{_LABEL_W + _PLOT_W + 12}" y="{mid + 5}" class="value">{text}</text>',
+    ]
+    rate = s.resolved_rate
+    if rate.estimate is None or rate.low is None or rate.high is None:
+        return out
+    x0, x1 = _x(rate.low), _x(rate.high)
+    dash = ' stroke-dasharray="5 3"' if s.flags else ""
+    out += [
+        f'<line x1="{x0:.1f}" y1="{mid}" x2="{x1:.1f}" y2="{mid}" stroke="{color}" '
+        f'stroke-width="4"{dash}/>',
+        f'<line x1="{x0:.1f}" y1="{mid - 7}" x2="{x0:.1f}" y2="{mid + 7}" stroke="{color}" '
+        'stroke-width="2"/>',
+        f'<line x1="{x1:.1f}" y1="{mid - 7}" x2="{x1:.1f}" y2="{mid + 7}" stroke="{color}" '
+        'stroke-width="2"/>',
+        f'<circle cx="{_x(rate.estimate):.1f}" cy="{mid}" r="6" fill="{color}"/>',
+    ]
+    return out
+
+
+def _x(rate: float) -> float:
+    return _LABEL_W + rate * _PLOT_W
+
+
+def _axis(height: int) -> Iterable[str]:
+    for tick in (0, 25, 50, 75, 100):
+        x = _x(tick / 100)
+        yield (
+            f'<line x1="{x:.1f}" y1="{_TOP - 6}" x2="{x:.1f}" y2="{height - 6}" class="grid"/>'
+            f'<text x="{x:.1f}" y="{_TOP - 10}" class="tick">{tick}%</text>'
+        )
+
+
+def render_plot(report: TaskReport) -> str:
+    """Return an SVG plot: each system's resolved rate and Wilson 95% interval by cohort."""
+    rows, height = _svg_rows(report)
+    width = _LABEL_W + _PLOT_W + _TEXT_W
+    return (
+        f'<svg id="interval-plot" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="Resolved rate with Wilson 95% interval per system">'
+        + "".join(_axis(height))
+        + "".join(rows)
+        + "</svg>"
+    )
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #1d1d1f; background: #fff; }
+h1 { font-size: 20px; margin: 0 0 4px; } p.meta { color: #555; margin: 0 0 16px; font-size: 13px; }
+svg text { font-size: 13px; fill: #1d1d1f; } svg .cohort { font-weight: 600; }
+svg .tick { font-size: 11px; text-anchor: middle; fill: #555; }
+svg .grid { stroke: #e3e3e3; stroke-width: 1; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 10px; text-align: left; }
+td { vertical-align: top; }
+th { background: #f6f6f6; } td.notes { color: #a0522d; }
+"""
+
+
+def render_html(report: TaskReport) -> str:
+    """Return a self-contained HTML page (no scripts, no network) with plot and tables."""
+    head = _header(report)
+    body = [
+        f"<h1>{html.escape(head[0])}</h1>",
+        f'<p class="meta">{html.escape(head[1])}</p>',
+        render_plot(report),
+    ]
+    for cohort in report.cohorts:
+        body.append(f"<h2>{html.escape(cohort_label(cohort))}</h2>")
+        body.append(_html_table(cohort))
+    title = html.escape(f"Evidence report: {report.task_id}")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{title}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def _html_table(cohort: CohortReport) -> str:
+    head = (
+        "<tr><th>system</th><th>resolved (valid)</th><th>invalid (all)</th><th>consistency</th>"
+        "<th>runtime s mean / median / p95</th><th>cost</th><th>provenance</th>"
+        "<th>notes</th></tr>"
+    )
+    rows = []
+    for s in cohort.systems:
+        cells = [
+            system_label(s.system),
+            rate_text(s.resolved, s.valid, s.resolved_rate, s.undefined.get("resolved_rate")),
+            rate_text(s.invalid, s.attempts, s.invalid_rate),
+            percent(s.consistency),
+            _runtime(s),
+            _cost(s),
+            _provenance(s),
+        ]
+        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        notes = html.escape("; ".join(_notes(s)))
+        rows.append(f'<tr>{tds}<td class="notes">{notes}</td></tr>')
+    return f"<table>{head}{''.join(rows)}</table>"
