@@ -18,12 +18,32 @@ from registry.errors import (
 )
 from registry.ingest import IngestResult, ingest
 from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
+from registry.layers import LayerVersion, list_layers, read_layer
 from registry.ledger import LedgerEntry, read_ledger
 from registry.query import QueryResult, connect, run_query
+from registry.render import render_html, render_markdown, render_table
+from registry.report import (
+    REPORT_LAYER,
+    build_report,
+    load_report,
+    record_report,
+    report_document,
+)
 from registry.store import Store, open_store
 from registry.verify import VerifyReport, verify
 
 __all__ = [
+    "REPORT_LAYER",
+    "LayerVersion",
+    "build_report",
+    "list_layers",
+    "load_report",
+    "read_layer",
+    "record_report",
+    "render_html",
+    "render_markdown",
+    "render_table",
+    "report_document",
     "IngestResult",
     "InputFormatError",
     "IntegrityError",

@@ -38,18 +38,18 @@ def rate_text(count: int, total: int, rate: Rate, reason: str | None = None) -> 
     return f"{count}/{total} {percent(rate.estimate)} [{100 * rate.low:.1f}, {100 * rate.high:.1f}]"
 
 
-def system_label(system: SystemIdentity) -> str:
-    """Return a compact label: `agent version provider/model (harness)`."""
+def system_label(system: SystemIdentity, harness: bool = True) -> str:
+    """Return a compact label: `agent version provider/model [harness version]`."""
     agent = " ".join(p for p in (system.agent, system.agent_version) if p) or "unknown agent"
     model = "/".join(p or "?" for p in (system.provider, system.model))
-    harness = f" harness {system.harness_version}" if system.harness_version else ""
-    return f"{agent} {model}{harness}"
+    suffix = f" harness {system.harness_version}" if harness and system.harness_version else ""
+    return f"{agent} {model}{suffix}"
 
 
-def cohort_label(cohort: CohortReport) -> str:
-    """Return a one-line description of a cohort's distinguishing inputs."""
+def cohort_label(cohort: CohortReport, inputs: int = len(INPUT_LABELS)) -> str:
+    """Return a one-line description of a cohort and its first `inputs` distinguishing inputs."""
     parts = [f"cohort {short(cohort.cohort_key)}"]
-    for key, label in INPUT_LABELS:
+    for key, label in INPUT_LABELS[:inputs]:
         value = cohort.inputs.get(key)
         text = short(value) if isinstance(value, str) and value.startswith("blake3:") else value
         parts.append(f"{label} {text}")
@@ -169,7 +169,7 @@ def render_markdown(report: TaskReport) -> str:
 # --- HTML -----------------------------------------------------------------------------------
 
 _ROW = 34
-_LABEL_W = 360
+_LABEL_W = 420
 _PLOT_W = 480
 _TEXT_W = 300
 _TOP = 30
@@ -181,9 +181,10 @@ def _svg_rows(report: TaskReport) -> tuple[list[str], int]:
     parts: list[str] = []
     y = _TOP
     for cohort in report.cohorts:
-        parts.append(
-            f'<text x="4" y="{y + 20}" class="cohort">{html.escape(cohort_label(cohort))}</text>'
-        )
+        title = cohort_label(cohort, inputs=2)
+        if cohort.regrades:
+            title += " · re-grades " + ", ".join(short(k) for k in cohort.regrades)
+        parts.append(f'<text x="4" y="{y + 20}" class="cohort">{html.escape(title)}</text>')
         y += _ROW
         for s in cohort.systems:
             parts += _svg_system(s, y)
@@ -194,7 +195,7 @@ def _svg_rows(report: TaskReport) -> tuple[list[str], int]:
 def _svg_system(s: SystemReport, y: int) -> list[str]:
     mid = y + _ROW // 2
     color = _MUTED if "unobserved_provider" in s.flags else _COLOR
-    label = html.escape(system_label(s.system))
+    label = html.escape(system_label(s.system, harness=False))
     reason = s.undefined.get("resolved_rate")
     text = html.escape(rate_text(s.resolved, s.valid, s.resolved_rate, reason))
     out = [
@@ -247,7 +248,8 @@ def render_plot(report: TaskReport) -> str:
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #1d1d1f; background: #fff; }
-h1 { font-size: 20px; margin: 0 0 4px; } p.meta { color: #555; margin: 0 0 16px; font-size: 13px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 20px 0 4px; }
+p.meta { color: #555; margin: 0 0 16px; font-size: 13px; }
 svg text { font-size: 13px; fill: #1d1d1f; } svg .cohort { font-weight: 600; }
 svg .tick { font-size: 11px; text-anchor: middle; fill: #555; }
 svg .grid { stroke: #e3e3e3; stroke-width: 1; }
@@ -264,6 +266,10 @@ def render_html(report: TaskReport) -> str:
     body = [
         f"<h1>{html.escape(head[0])}</h1>",
         f'<p class="meta">{html.escape(head[1])}</p>',
+        '<p class="meta">Each point is a system\'s resolved rate over valid attempts; the bar '
+        "is its Wilson 95% interval. Dashed bars are flagged (small sample, unobserved "
+        "provider); infrastructure-invalid attempts are excluded from the rate and counted "
+        "in the tables.</p>",
         render_plot(report),
     ]
     for cohort in report.cohorts:

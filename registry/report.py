@@ -18,6 +18,7 @@ import orjson
 from registry import stats
 from registry.digest import digest_json
 from registry.errors import ObjectNotFoundError
+from registry.layers import LayerVersion, read_layer, store_layer
 from registry.query import connect, fetch
 from registry.store import Store
 from registry_schemas import (
@@ -43,6 +44,7 @@ MAX_K = 10
 SMALL_SAMPLE = 5
 """Fewer valid attempts than this flag a system as a small sample."""
 UNOBSERVED = "unobserved"
+REPORT_LAYER = "report"
 _INVALID = {c.value for c in INVALID_CLASSES}
 _COLUMNS = (
     "attempt_id, cohort_key, experiment_id, task_id, inputs, terminal_class, envelope,"
@@ -225,3 +227,30 @@ def _provenance(rows: list[dict[str, Any]]) -> list[ExperimentProvenance]:
             )
         )
     return out
+
+
+def report_document(report: TaskReport) -> dict[str, Any]:
+    """Return the JSON form of a report (what is stored and printed)."""
+    return report.model_dump(mode="json", by_alias=True)
+
+
+def record_report(store: Store, task_id: str) -> tuple[TaskReport, LayerVersion, bool]:
+    """Build a task's report and store it as a layer; return it, the layer and if it is new.
+
+    Raises:
+        ObjectNotFoundError: no attempt of that task is in the registry.
+    """
+    report = build_report(store, task_id)
+    version, created = store_layer(store, REPORT_LAYER, task_id, report_document(report))
+    return report, version, created
+
+
+def load_report(store: Store, digest: str) -> tuple[LayerVersion, TaskReport]:
+    """Return a stored report layer by digest (or unique prefix).
+
+    Raises:
+        ObjectNotFoundError: no report layer matches.
+        IntegrityError: the stored bytes no longer match the digest.
+    """
+    version, document = read_layer(store, digest, REPORT_LAYER)
+    return version, TaskReport.model_validate(document)
