@@ -4,6 +4,7 @@ This module is the public API; everything else in the package is private.
 """
 
 from registry.canonical import canonical_json
+from registry.compare import COMPARISON_LAYER, compare, record_comparison
 from registry.digest import digest_bytes, digest_file, digest_json, short
 from registry.errors import (
     InputFormatError,
@@ -20,8 +21,16 @@ from registry.ingest import IngestResult, ingest
 from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
 from registry.layers import LayerVersion, list_layers, read_layer
 from registry.ledger import LedgerEntry, read_ledger
+from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
 from registry.query import QueryResult, connect, run_query
 from registry.render import render_html, render_markdown, render_table
+from registry.render_suite import (
+    render_comparison_html,
+    render_comparison_markdown,
+    render_comparison_table,
+    render_noise_table,
+    render_summary_table,
+)
 from registry.report import (
     REPORT_LAYER,
     build_report,
@@ -29,10 +38,31 @@ from registry.report import (
     record_report,
     report_document,
 )
+from registry.selection import Scope, Selector, SelectorError, parse_selector, read_task_list
 from registry.store import Store, open_store
+from registry.summary import record_summary, summarize
 from registry.verify import VerifyReport, verify
 
 __all__ = [
+    "COMPARISON_LAYER",
+    "DEFAULT_ATTEMPTS",
+    "DEFAULT_SIMULATIONS",
+    "Scope",
+    "Selector",
+    "SelectorError",
+    "compare",
+    "noise_floor",
+    "parse_selector",
+    "read_task_list",
+    "record_comparison",
+    "record_noise",
+    "record_summary",
+    "render_comparison_html",
+    "render_comparison_markdown",
+    "render_comparison_table",
+    "render_noise_table",
+    "render_summary_table",
+    "summarize",
     "REPORT_LAYER",
     "LayerVersion",
     "build_report",

@@ -134,20 +134,21 @@ def render_table(report: TaskReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(text: object) -> str:
+def md_escape(text: object) -> str:
+    """Return text safe inside a Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(report: TaskReport) -> str:
     """Return the report as GitHub-flavoured Markdown."""
     head = _header(report)
-    lines = [f"# {_md(head[0])}", "", _md(head[1])]
+    lines = [f"# {md_escape(head[0])}", "", md_escape(head[1])]
     columns = (
         "| system | resolved (valid) | invalid (all) | consistency | pass@1 "
         "| runtime s mean/median/p95 | cost | notes |"
     )
     for cohort in report.cohorts:
-        lines += ["", f"## {_md(cohort_label(cohort))}", "", columns, "|" + "---|" * 8]
+        lines += ["", f"## {md_escape(cohort_label(cohort))}", "", columns, "|" + "---|" * 8]
         for s in cohort.systems:
             reason = s.undefined.get("resolved_rate")
             cells = [
@@ -160,9 +161,12 @@ def render_markdown(report: TaskReport) -> str:
                 _cost(s),
                 "; ".join(_notes(s)),
             ]
-            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+            lines.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
         lines += ["", "Provenance:", ""]
-        lines += [f"- {_md(system_label(s.system))}: {_md(_provenance(s))}" for s in cohort.systems]
+        lines += [
+            f"- {md_escape(system_label(s.system))}: {md_escape(_provenance(s))}"
+            for s in cohort.systems
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -143,8 +143,8 @@ def _system(identity: SystemIdentity, rows: list[dict[str, Any]]) -> SystemRepor
         invalid=summary.invalid,
         resolved=summary.resolved,
         classes={c.value: classes.count(c.value) for c in TerminalClass},
-        resolved_rate=_rate(summary.resolved_rate),
-        invalid_rate=_rate(summary.invalid_rate),
+        resolved_rate=rate_of(summary.resolved_rate),
+        invalid_rate=rate_of(summary.invalid_rate),
         consistency=summary.repeat_consistency,
         runtime_seconds=RuntimeStats(
             mean=summary.runtime.mean, median=summary.runtime.median, p95=summary.runtime.p95
@@ -165,7 +165,8 @@ def _system(identity: SystemIdentity, rows: list[dict[str, Any]]) -> SystemRepor
     )
 
 
-def _rate(interval: stats.Interval | None) -> Rate:
+def rate_of(interval: stats.Interval | None) -> Rate:
+    """Return a `Rate` (all null when the interval is undefined)."""
     if interval is None:
         return Rate(estimate=None, low=None, high=None)
     return Rate(estimate=interval.estimate, low=interval.low, high=interval.high)

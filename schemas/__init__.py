@@ -11,6 +11,18 @@ from .attempt import (
     TerminalClass,
     format_timestamp,
 )
+from .comparison import (
+    COMPARISON_SCHEMA,
+    ArmCounts,
+    ArmSummary,
+    CandidateComparison,
+    Comparison,
+    ComparisonSnapshot,
+    DroppedTask,
+    ExactTest,
+    PairedTask,
+    Verdict,
+)
 from .ledger import COMMIT_SCHEMA, Commit, LayerEntry, SegmentEntry, SourceEntry
 from .report import (
     REPORT_SCHEMA,
@@ -27,8 +39,25 @@ from .report import (
     TaskReport,
     TokenStats,
 )
+from .suite import NOISE_SCHEMA, SUMMARY_SCHEMA, NoiseFloor, PassK, Summary, SystemSummary
 
 __all__ = [
+    "NOISE_SCHEMA",
+    "SUMMARY_SCHEMA",
+    "NoiseFloor",
+    "PassK",
+    "Summary",
+    "SystemSummary",
+    "COMPARISON_SCHEMA",
+    "ArmCounts",
+    "ArmSummary",
+    "CandidateComparison",
+    "Comparison",
+    "ComparisonSnapshot",
+    "DroppedTask",
+    "PairedTask",
+    "ExactTest",
+    "Verdict",
     "REPORT_SCHEMA",
     "CohortReport",
     "CommitRef",

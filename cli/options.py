@@ -1,0 +1,107 @@
+"""Options, formats and output helpers shared by the command modules."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+import registry
+
+# Off a terminal rich would assume 80 columns and cut table cells; pipes get the full width.
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)
+stderr = Console(stderr=True, soft_wrap=True)
+
+RootOption = Annotated[
+    Path,
+    typer.Option(
+        "--root",
+        envvar="REGISTRY_ROOT",
+        help="Registry root directory (env REGISTRY_ROOT).",
+        show_default=True,
+    ),
+]
+DEFAULT_ROOT = Path(".registry")
+
+
+class InputFormat(StrEnum):
+    """Input formats `registry ingest` reads."""
+
+    auto = "auto"
+    jsonl = "jsonl"
+    json = "json"
+    parquet = "parquet"
+
+
+class TableFormat(StrEnum):
+    """Output formats of data-printing commands."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+class SummaryFormat(StrEnum):
+    """Output formats of commands that print a summary."""
+
+    table = "table"
+    json = "json"
+
+
+class ReportFormat(StrEnum):
+    """Output formats of reports and comparisons."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+OutputFileOption = Annotated[
+    Path | None, typer.Option("--output", help="Write to this file instead of stdout.")
+]
+
+
+def emit(text: str, output_file: Path | None) -> None:
+    """Write rendered text to stdout or to a file."""
+    if output_file is None:
+        typer.echo(text, nl=False)
+    else:
+        output_file.write_text(text, encoding="utf-8")
+
+
+def announce_layer(layer: registry.LayerVersion, created: bool, to_stderr: bool) -> None:
+    """Print the digest of a stored derived layer."""
+    state = "new" if created else "unchanged evidence, existing"
+    line = f"layer {layer.digest} ({state}, commit {layer.commit_seq})"
+    typer.echo(line, err=to_stderr)
+
+
+TaskOption = Annotated[
+    list[str] | None, typer.Option("--task", help="Restrict to this task (repeatable).")
+]
+TasksFileOption = Annotated[
+    Path | None, typer.Option("--tasks", help="Restrict to the task ids in this file, one a line.")
+]
+PlanOption = Annotated[str | None, typer.Option("--plan", help="Restrict to this plan id.")]
+ExperimentOption = Annotated[
+    str | None, typer.Option("--experiment", help="Restrict to this experiment.")
+]
+
+
+def scope_of(
+    task: list[str] | None, tasks_file: Path | None, plan: str | None, experiment: str | None
+) -> registry.Scope:
+    """Build the scope every arm or system is restricted to."""
+    tasks = list(task or [])
+    if tasks_file is not None:
+        try:
+            lines = tasks_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise registry.SelectorError(f"{tasks_file}: cannot read task list ({exc})") from None
+        tasks += registry.read_task_list(lines)
+    return registry.Scope(tasks=tuple(tasks), plan=plan, experiment=experiment)

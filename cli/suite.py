@@ -1,0 +1,139 @@
+"""`registry compare`, `registry summary` and `registry noise`: suite-level questions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+import registry
+from registry_cli.options import (
+    DEFAULT_ROOT,
+    ExperimentOption,
+    OutputFileOption,
+    PlanOption,
+    ReportFormat,
+    RootOption,
+    SummaryFormat,
+    TaskOption,
+    TasksFileOption,
+    announce_layer,
+    emit,
+    scope_of,
+)
+from registry_cli.output import to_json
+
+
+def compare(
+    baseline: Annotated[
+        str, typer.Option("--baseline", help="Baseline arm, e.g. experiment=exp-1 or model=m.")
+    ],
+    candidate: Annotated[
+        list[str], typer.Option("--candidate", help="Candidate arm (repeatable; Holm-adjusted).")
+    ],
+    root: RootOption = DEFAULT_ROOT,
+    task: TaskOption = None,
+    tasks_file: TasksFileOption = None,
+    plan: PlanOption = None,
+    experiment: ExperimentOption = None,
+    vary: Annotated[
+        str, typer.Option("--vary", help="The one cohort input the arms may differ in.")
+    ] = "agent_system_digest",
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (recorded).")] = 0,
+    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 10_000,
+    output: Annotated[
+        ReportFormat, typer.Option("--format", help="Output format.")
+    ] = ReportFormat.table,
+    output_file: OutputFileOption = None,
+) -> None:
+    """Compare a baseline with candidates task by task: did the change do anything?"""
+    store = registry.open_store(root)
+    result = registry.compare(
+        store,
+        registry.parse_selector(baseline),
+        [registry.parse_selector(c) for c in candidate],
+        scope_of(task, tasks_file, plan, experiment),
+        vary=vary,
+        seed=seed,
+        resamples=resamples,
+    )
+    layer, created = registry.record_comparison(store, result)
+    renderers = {
+        ReportFormat.table: registry.render_comparison_table,
+        ReportFormat.markdown: registry.render_comparison_markdown,
+        ReportFormat.html: registry.render_comparison_html,
+    }
+    if output is ReportFormat.json:
+        text = to_json(result.model_dump(mode="json", by_alias=True)) + "\n"
+    else:
+        text = renderers[output](result)
+    emit(text, output_file)
+    to_stderr = output_file is None and output in (ReportFormat.json, ReportFormat.html)
+    announce_layer(layer, created, to_stderr)
+
+
+def summary(
+    root: RootOption = DEFAULT_ROOT,
+    system: Annotated[
+        str | None, typer.Option("--system", help="Only systems matching this selector.")
+    ] = None,
+    task: TaskOption = None,
+    tasks_file: TasksFileOption = None,
+    plan: PlanOption = None,
+    experiment: ExperimentOption = None,
+    output: Annotated[
+        SummaryFormat, typer.Option("--format", help="Output format.")
+    ] = SummaryFormat.table,
+    output_file: OutputFileOption = None,
+) -> None:
+    """Summarize a suite per system: pooled and task-mean rates, clustered SE, pass@k."""
+    store = registry.open_store(root)
+    selector = registry.parse_selector(system) if system else None
+    result = registry.summarize(store, scope_of(task, tasks_file, plan, experiment), selector)
+    layer, created = registry.record_summary(store, result)
+    if output is SummaryFormat.json:
+        emit(to_json(result.model_dump(mode="json", by_alias=True)) + "\n", output_file)
+    else:
+        emit(registry.render_summary_table(result), output_file)
+    announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
+
+
+def noise(
+    system: Annotated[str, typer.Option("--system", help="The system, as a selector.")],
+    root: RootOption = DEFAULT_ROOT,
+    task: TaskOption = None,
+    tasks_file: TasksFileOption = None,
+    plan: PlanOption = None,
+    experiment: ExperimentOption = None,
+    simulations: Annotated[
+        int, typer.Option("--simulations", help="Simulated pairs of identical runs.")
+    ] = registry.DEFAULT_SIMULATIONS,
+    seed: Annotated[int, typer.Option("--seed", help="Simulation seed (recorded).")] = 0,
+    attempts: Annotated[
+        list[int] | None,
+        typer.Option("--attempts", help="Attempts per task to give the MDD for (repeatable)."),
+    ] = None,
+    output: Annotated[
+        SummaryFormat, typer.Option("--format", help="Output format.")
+    ] = SummaryFormat.table,
+    output_file: OutputFileOption = None,
+) -> None:
+    """Show a system's noise floor: flips and net change between identical evaluations."""
+    store = registry.open_store(root)
+    result = registry.noise_floor(
+        store,
+        registry.parse_selector(system),
+        scope_of(task, tasks_file, plan, experiment),
+        simulations=simulations,
+        seed=seed,
+        attempts=attempts or registry.DEFAULT_ATTEMPTS,
+    )
+    layer, created = registry.record_noise(store, result)
+    if output is SummaryFormat.json:
+        emit(to_json(result.model_dump(mode="json", by_alias=True)) + "\n", output_file)
+    else:
+        emit(registry.render_noise_table(result), output_file)
+    announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
+
+
+__all__ = ["compare", "noise", "summary"]

@@ -1,0 +1,362 @@
+"""`registry compare`: did this change do anything? Paired task by task (STATISTICS.md §3).
+
+Arms are chosen by selectors (see `registry.selection`). Tasks pair only over cohorts that
+agree on every cohort input except the varied one (the agent system by default); a task whose
+arms disagree on another input is refused, naming the inputs. Counts come first: per-task
+rates side by side, then d̄, SE, MDD, a seeded paired bootstrap, the sign test, McNemar on
+binary task outcomes, each arm's invalid rate, and a verdict from the decision table.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import scipy.stats as sps
+
+from registry import stats
+from registry.digest import digest_json
+from registry.layers import LayerVersion, store_layer
+from registry.report import rate_of
+from registry.selection import (
+    ENVELOPE_KEYS,
+    TASK_INPUTS,
+    Scope,
+    Selector,
+    SelectorError,
+    configuration,
+    load_evidence,
+    observed_system,
+)
+from registry.store import Store
+from registry_schemas import (
+    INVALID_CLASSES,
+    ArmCounts,
+    ArmSummary,
+    CandidateComparison,
+    Comparison,
+    ComparisonSnapshot,
+    DroppedTask,
+    ExactTest,
+    Generator,
+    PairedTask,
+    Verdict,
+)
+
+GENERATOR = Generator(name="registry.compare", version="1")
+COMPARISON_LAYER = "comparison"
+ALPHA = 0.05
+VARIABLE_INPUTS = (
+    "prompt_digest",
+    "wiki_digest",
+    "tool_policy_digest",
+    "budget",
+    "harness_package",
+    "grader_version",
+    "agent_system_digest",
+    "environment_digest",
+)
+_INVALID = {c.value for c in INVALID_CLASSES}
+Rows = list[dict[str, Any]]
+
+
+def compare(
+    store: Store,
+    baseline: Selector,
+    candidates: Sequence[Selector],
+    scope: Scope | None = None,
+    vary: str = "agent_system_digest",
+    seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+) -> Comparison:
+    """Compare a baseline with each candidate, Holm-adjusting p-values across candidates.
+
+    Raises:
+        SelectorError: an arm selects nothing, arms overlap, or `vary` is not an input.
+    """
+    if vary not in VARIABLE_INPUTS:
+        raise SelectorError(
+            f"--vary '{vary}' is not a cohort input that may vary; "
+            f"choose one of {', '.join(VARIABLE_INPUTS)}"
+        )
+    if not candidates:
+        raise SelectorError("give at least one --candidate selector")
+    scope = scope or Scope()
+    rows = load_evidence(store, scope)
+    base_rows = _select(rows, baseline, "baseline")
+    partial = []
+    used = {r["attempt_id"]: r for r in base_rows}
+    for candidate in candidates:
+        cand_rows = _select(rows, candidate, "candidate")
+        overlap = {r["attempt_id"] for r in cand_rows} & used.keys()
+        if overlap and candidate.text != baseline.text:
+            raise SelectorError(
+                f"selectors '{baseline.text}' and '{candidate.text}' both select "
+                f"{len(overlap)} attempts; make the arms disjoint"
+            )
+        used.update({r["attempt_id"]: r for r in cand_rows})
+        partial.append(
+            _compare_pair(baseline, base_rows, candidate, cand_rows, vary, seed, resamples)
+        )
+    comparisons = _with_holm(partial)
+    covered = sorted(used)
+    return Comparison(
+        baseline=baseline.text,
+        scope=scope.describe(),
+        vary=vary,
+        snapshot=ComparisonSnapshot(
+            evidence_digest=digest_json(covered),
+            attempts=len(covered),
+            last_commit_seq=max(used[a]["commit_seq"] for a in covered),
+        ),
+        generator=GENERATOR,
+        comparisons=comparisons,
+    )
+
+
+def record_comparison(store: Store, comparison: Comparison) -> tuple[LayerVersion, bool]:
+    """Store a comparison as a derived layer; return it and whether it is new."""
+    document = comparison.model_dump(mode="json", by_alias=True)
+    return store_layer(store, COMPARISON_LAYER, comparison.baseline, document)
+
+
+def _select(rows: Rows, selector: Selector, role: str) -> Rows:
+    chosen = [r for r in rows if selector.matches(r)]
+    if not chosen:
+        raise SelectorError(f"{role} selector '{selector.text}' selects no attempts in scope")
+    return chosen
+
+
+def _counts(rows: Rows) -> ArmCounts:
+    invalid = sum(r["terminal_class"] in _INVALID for r in rows)
+    resolved = sum(r["terminal_class"] == "resolved" for r in rows)
+    return ArmCounts(
+        attempts=len(rows), valid=len(rows) - invalid, invalid=invalid, resolved=resolved
+    )
+
+
+def _units(rows: Rows, vary: str) -> dict[str, dict[str, Rows]]:
+    """Group rows by task, then by every cohort input except the varied one."""
+    units: dict[str, dict[str, Rows]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        key = configuration(row, exclude=[vary]) + repr([row["inputs"][k] for k in TASK_INPUTS[1:]])
+        units[row["task_id"]][key].append(row)
+    return units
+
+
+def _differing(a: Rows, b: Rows, vary: str) -> list[str]:
+    first_a, first_b = a[0]["inputs"], b[0]["inputs"]
+    return sorted(k for k in first_a if k != vary and first_a[k] != first_b[k])
+
+
+def _pair_tasks(
+    a_rows: Rows, b_rows: Rows, vary: str
+) -> tuple[list[PairedTask], list[DroppedTask]]:
+    units_a, units_b = _units(a_rows, vary), _units(b_rows, vary)
+    paired, dropped = [], []
+    for task in sorted(set(units_a) | set(units_b)):
+        if task not in units_b or task not in units_a:
+            missing = "candidate" if task not in units_b else "baseline"
+            dropped.append(DroppedTask(task_id=task, reason=f"no attempts in the {missing} arm"))
+            continue
+        common = sorted(set(units_a[task]) & set(units_b[task]))
+        if not common:
+            first_a = next(iter(units_a[task].values()))
+            first_b = next(iter(units_b[task].values()))
+            dropped.append(
+                DroppedTask(
+                    task_id=task,
+                    reason="pairing refused: the cohorts differ in more than the varied input",
+                    differing_inputs=_differing(first_a, first_b, vary),
+                )
+            )
+            continue
+        for key in common:
+            a, b = _counts(units_a[task][key]), _counts(units_b[task][key])
+            if a.valid == 0 or b.valid == 0:
+                arm = "baseline" if a.valid == 0 else "candidate"
+                dropped.append(
+                    DroppedTask(task_id=task, reason=f"no valid attempts in the {arm} arm")
+                )
+                continue
+            ra, rb = a.resolved / a.valid, b.resolved / b.valid
+            paired.append(
+                PairedTask(
+                    task_id=task,
+                    baseline=a,
+                    candidate=b,
+                    rate_baseline=ra,
+                    rate_candidate=rb,
+                    difference=rb - ra,
+                )
+            )
+    return paired, dropped
+
+
+def _arm_summary(selector: Selector, rows: Rows) -> ArmSummary:
+    counts = _counts(rows)
+    systems = Counter(observed_system(r) for r in rows)
+    return ArmSummary(
+        selector=selector.text,
+        counts=counts,
+        invalid_rate=rate_of(stats.wilson_interval(counts.invalid, counts.attempts)),
+        systems=[
+            {**dict(zip(ENVELOPE_KEYS, key, strict=True)), "attempts": n}
+            for key, n in sorted(systems.items(), key=lambda kv: (-kv[1], repr(kv[0])))
+        ],
+        experiments=sorted({r["experiment_id"] for r in rows}),
+    )
+
+
+def _compare_pair(
+    baseline: Selector,
+    a_all: Rows,
+    candidate: Selector,
+    b_all: Rows,
+    vary: str,
+    seed: int,
+    resamples: int,
+) -> dict[str, Any]:
+    shared = {r["task_id"] for r in a_all} & {r["task_id"] for r in b_all}
+    a_rows = [r for r in a_all if r["task_id"] in shared]
+    b_rows = [r for r in b_all if r["task_id"] in shared]
+    paired, dropped = _pair_tasks(a_all, b_all, vary)
+    diffs = [t.difference for t in paired]
+    summary = stats.paired_difference_summary(diffs)
+    interval = stats.paired_bootstrap_ci(diffs, n_resamples=resamples, seed=seed)
+    sign = stats.sign_test(diffs)
+    gained, lost = stats.count_discordant(
+        [t.rate_baseline for t in paired], [t.rate_candidate for t in paired]
+    )
+    k = _attempts_per_task(paired)
+    base_summary, cand_summary = _arm_summary(baseline, a_rows), _arm_summary(candidate, b_rows)
+    independence = _independence_p(base_summary.counts, cand_summary.counts)
+    return {
+        "candidate": cand_summary,
+        "baseline": base_summary,
+        "tasks": paired,
+        "dropped": dropped,
+        "attempts_per_task": k,
+        "mean_difference": summary.mean,
+        "sd": summary.sd,
+        "se": summary.se,
+        "mdd": summary.mdd,
+        "bootstrap": {
+            "low": interval[0] if interval else None,
+            "high": interval[1] if interval else None,
+            "seed": seed,
+            "resamples": resamples,
+            "method": "percentile",
+        },
+        "_sign": sign,
+        "_mcnemar": (gained, lost, len(paired) - gained - lost),
+        "invalid_independence_p": independence,
+        "warnings": _warnings(base_summary, cand_summary, independence, dropped),
+    }
+
+
+def _attempts_per_task(paired: list[PairedTask]) -> int:
+    if not paired:
+        return 0
+    a = statistics.median_low([t.baseline.valid for t in paired])
+    b = statistics.median_low([t.candidate.valid for t in paired])
+    return int(min(a, b))
+
+
+def _independence_p(a: ArmCounts, b: ArmCounts) -> float | None:
+    if a.attempts == 0 or b.attempts == 0 or a.invalid + b.invalid == 0:
+        return None
+    table = [[a.invalid, a.valid], [b.invalid, b.valid]]
+    return float(sps.fisher_exact(table).pvalue)
+
+
+def _warnings(
+    a: ArmSummary, b: ArmSummary, independence: float | None, dropped: list[DroppedTask]
+) -> list[str]:
+    warnings = []
+    if independence is not None and independence < ALPHA:
+        warnings.append(
+            f"invalid attempts are not independent of the arm: baseline "
+            f"{a.counts.invalid}/{a.counts.attempts}, candidate {b.counts.invalid}/"
+            f"{b.counts.attempts} (Fisher exact p = {independence:.3g}); excluding them is only "
+            "safe when errors are independent of the arm, so this comparison may be biased"
+        )
+    no_valid = [d.task_id for d in dropped if d.reason.startswith("no valid attempts")]
+    if no_valid:
+        warnings.append(
+            f"{len(no_valid)} task(s) dropped for lack of valid attempts in one arm; "
+            "if that arm's failures cluster on hard tasks, its rate is overstated"
+        )
+    if any(d.differing_inputs for d in dropped):
+        warnings.append("some tasks were not paired because their cohorts differ; see dropped")
+    return warnings
+
+
+def _with_holm(partial: list[dict[str, Any]]) -> list[CandidateComparison]:
+    sign_adj, _ = stats.holm([p["_sign"].p for p in partial])
+    mcn_p = [stats.mcnemar_exact(g, lo) for g, lo, _ in (p["_mcnemar"] for p in partial)]
+    mcn_adj, _ = stats.holm(mcn_p)
+    out = []
+    for i, p in enumerate(partial):
+        sign = p.pop("_sign")
+        gained, lost, ties = p.pop("_mcnemar")
+        sign_test = ExactTest(
+            positive=sign.positive,
+            negative=sign.negative,
+            ties=sign.ties,
+            p=sign.p,
+            p_holm=sign_adj[i],
+        )
+        mcnemar = ExactTest(
+            positive=gained, negative=lost, ties=ties, p=mcn_p[i], p_holm=mcn_adj[i]
+        )
+        verdict = decide(
+            p["tasks"], p["mean_difference"], p["mdd"], sign_test, p["attempts_per_task"]
+        )
+        out.append(CandidateComparison(**p, sign_test=sign_test, mcnemar=mcnemar, verdict=verdict))
+    return out
+
+
+def decide(
+    tasks: list[PairedTask], mean: float | None, mdd: float | None, sign: ExactTest, k: int
+) -> Verdict:
+    """Apply the decision table of the comparison (never a bare point estimate)."""
+    n = len(tasks)
+    saturated = sum(t.rate_baseline == t.rate_candidate in (0.0, 1.0) for t in tasks)
+    if k >= 2 and n and saturated > n / 2:
+        return Verdict(
+            code="saturated",
+            text=(
+                f"suite saturated ({saturated} of {n} tasks at 0/K or K/K in both arms); "
+                "widen difficulty before comparing"
+            ),
+        )
+    if mean is None or mdd is None:
+        return Verdict(code="too_few_tasks", text=f"too few paired tasks to compare ({n})")
+    if abs(mean) < mdd:
+        return Verdict(
+            code="no_detectable_difference",
+            text=(
+                f"no detectable difference at {n} tasks, {k} attempts (|d| {100 * abs(mean):.1f} "
+                f"points < MDD {100 * mdd:.1f})"
+            ),
+        )
+    if sign.p_holm < ALPHA:
+        ahead = mean > 0
+        wins, losses = (sign.positive, sign.negative) if ahead else (sign.negative, sign.positive)
+        return Verdict(
+            code="ahead" if ahead else "behind",
+            text=(
+                f"candidate {'ahead' if ahead else 'behind'} by {100 * abs(mean):.1f} points, "
+                f"same direction on {wins} of {wins + losses} tasks"
+            ),
+        )
+    return Verdict(
+        code="heavy_tasks",
+        text=(
+            f"led by a few heavy tasks (|d| {100 * abs(mean):.1f} points ≥ MDD, sign test "
+            f"p = {sign.p_holm:.3g}); not a suite-wide effect"
+        ),
+    )

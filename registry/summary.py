@@ -1,0 +1,136 @@
+"""`registry summary`: a suite per system — pooled and task-mean rates, clustered SE, pass@k.
+
+Attempts pool across tasks only when they share a suite configuration (every cohort input
+except the task's own: task id, case and source digests), and within it an observed system.
+So a regraded generation or a different prompt is its own row, never averaged in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import orjson
+
+from registry import stats
+from registry.digest import digest_json
+from registry.layers import LayerVersion, store_layer
+from registry.report import rate_of
+from registry.selection import (
+    ENVELOPE_KEYS,
+    Scope,
+    Selector,
+    SelectorError,
+    configuration,
+    load_evidence,
+    observed_system,
+)
+from registry.store import Store
+from registry_schemas import (
+    INVALID_CLASSES,
+    CostStats,
+    Generator,
+    PassK,
+    RuntimeStats,
+    Summary,
+    SystemSummary,
+)
+
+GENERATOR = Generator(name="registry.summary", version="1")
+SUMMARY_LAYER = "summary"
+MAX_K = 10
+_INVALID = {c.value for c in INVALID_CLASSES}
+Rows = list[dict[str, Any]]
+
+
+def summarize(store: Store, scope: Scope | None = None, system: Selector | None = None) -> Summary:
+    """Return the suite summary of every system in scope (optionally one selected system).
+
+    Raises:
+        SelectorError: nothing in scope matches.
+    """
+    scope = scope or Scope()
+    rows = [r for r in load_evidence(store, scope) if system is None or system.matches(r)]
+    if not rows:
+        raise SelectorError("no attempts in scope" + (f" for '{system.text}'" if system else ""))
+    groups: dict[tuple[str, tuple[str | None, ...]], Rows] = defaultdict(list)
+    for row in rows:
+        groups[(configuration(row), observed_system(row))].append(row)
+    systems = [_system(config, identity, members) for (config, identity), members in groups.items()]
+    systems.sort(key=lambda s: (-s.attempts, s.configuration_digest, repr(s.system)))
+    return Summary(
+        scope=scope.describe(),
+        system_filter=system.text if system else None,
+        snapshot=snapshot_of(rows),
+        generator=GENERATOR,
+        systems=systems,
+    )
+
+
+def snapshot_of(rows: Rows) -> dict[str, Any]:
+    """Return the evidence snapshot of rows: digest of sorted ids and newest commit."""
+    ids = sorted(r["attempt_id"] for r in rows)
+    return {
+        "evidence_digest": digest_json(ids),
+        "attempts": len(ids),
+        "last_commit_seq": max(r["commit_seq"] for r in rows),
+    }
+
+
+def record_summary(store: Store, summary: Summary) -> tuple[LayerVersion, bool]:
+    """Store a summary as a derived layer."""
+    document = summary.model_dump(mode="json", by_alias=True)
+    subject = orjson.dumps(summary.scope, option=orjson.OPT_SORT_KEYS).decode()
+    return store_layer(store, SUMMARY_LAYER, subject, document)
+
+
+def _system(config: str, identity: tuple[str | None, ...], rows: Rows) -> SystemSummary:
+    by_task: dict[str, Rows] = defaultdict(list)
+    for row in rows:
+        by_task[row["task_id"]].append(row)
+    tasks = sorted(by_task)
+    resolved = [sum(r["terminal_class"] == "resolved" for r in by_task[t]) for t in tasks]
+    valid = [sum(r["terminal_class"] not in _INVALID for r in by_task[t]) for t in tasks]
+    ks = list(range(1, min(max(valid, default=0), MAX_K) + 1)) or [1]
+    agg = stats.system_aggregate(resolved, valid, k_values=ks)
+    invalid = len(rows) - sum(valid)
+    runtime = stats.runtime_summary(r["runtime_seconds"] for r in rows)
+    costs = sorted(r["cost_usd"] for r in rows if r["cost_usd"] is not None)
+    configuration_inputs = orjson.loads(config)
+    pooled = agg.naive_pooled_interval
+    return SystemSummary(
+        system=dict(zip(ENVELOPE_KEYS, identity, strict=True)),
+        configuration=configuration_inputs,
+        configuration_digest=digest_json(configuration_inputs),
+        tasks=len(tasks),
+        tasks_with_valid=agg.tasks_with_valid,
+        attempts=len(rows),
+        valid=sum(valid),
+        invalid=invalid,
+        resolved=sum(resolved),
+        pooled_resolved_rate=rate_of(pooled),
+        task_mean_resolved_rate=agg.task_mean_rate,
+        clustered_se=agg.clustered_se_cr1,
+        clustered_interval=rate_of(agg.clustered_interval),
+        pass_at_k=_pass_k(agg.pass_at_k, agg.tasks_excluded, len(tasks)),
+        pass_hat_k=_pass_k(agg.pass_hat_k, agg.tasks_excluded, len(tasks)),
+        invalid_rate=rate_of(stats.wilson_interval(invalid, len(rows))),
+        runtime_seconds=RuntimeStats(mean=runtime.mean, median=runtime.median, p95=runtime.p95),
+        cost_usd=CostStats(
+            total=math.fsum(costs) if costs else None,
+            mean=math.fsum(costs) / len(costs) if costs else None,
+            known=len(costs),
+            unavailable=len(rows) - len(costs),
+        ),
+        expected_flips=agg.expected_flips,
+    )
+
+
+def _pass_k(
+    means: dict[int, float | None], excluded: dict[int, int], tasks: int
+) -> dict[str, PassK]:
+    return {
+        str(k): PassK(mean=mean, tasks=tasks - excluded[k], excluded=excluded[k])
+        for k, mean in means.items()
+    }

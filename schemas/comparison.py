@@ -1,0 +1,156 @@
+"""`registry.comparison/1`: paired, task-by-task comparisons of a baseline with candidates."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .report import Generator, Rate
+
+COMPARISON_SCHEMA = "registry.comparison/1"
+_CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class ArmCounts(BaseModel):
+    """Attempt counts of one arm on one paired task (or over the whole comparison)."""
+
+    model_config = _CONFIG
+
+    attempts: int
+    valid: int
+    invalid: int
+    resolved: int
+
+
+class ArmSummary(BaseModel):
+    """What an arm selected, over the tasks present in both arms."""
+
+    model_config = _CONFIG
+
+    selector: str
+    """The selector text, e.g. `experiment=exp-1`."""
+    counts: ArmCounts
+    """Counts over tasks present in both arms."""
+    invalid_rate: Rate
+    """Invalid / attempts with Wilson 95%."""
+    systems: list[dict[str, Any]]
+    """Observed systems (identity and attempts) the arm's attempts came from."""
+    experiments: list[str]
+    """Experiments the arm's attempts came from."""
+
+
+class PairedTask(BaseModel):
+    """One task rated by both arms."""
+
+    model_config = _CONFIG
+
+    task_id: str
+    baseline: ArmCounts
+    candidate: ArmCounts
+    rate_baseline: float
+    """resolved / valid of the baseline."""
+    rate_candidate: float
+    """resolved / valid of the candidate."""
+    difference: float
+    """rate_candidate − rate_baseline."""
+
+
+class DroppedTask(BaseModel):
+    """A task that could not be paired, and why."""
+
+    model_config = _CONFIG
+
+    task_id: str
+    reason: str
+    differing_inputs: list[str] = Field(default_factory=list)
+    """For a refused pairing: the cohort inputs that differ besides the varied one."""
+
+
+class ExactTest(BaseModel):
+    """An exact binomial test with its Holm-adjusted p-value within this comparison set."""
+
+    model_config = _CONFIG
+
+    positive: int
+    """Sign test: tasks with d > 0. McNemar: gained (baseline unresolved, candidate resolved)."""
+    negative: int
+    """Sign test: tasks with d < 0. McNemar: lost."""
+    ties: int
+    """Tasks without a direction (dropped from the test)."""
+    p: float
+    """Two-sided exact p-value."""
+    p_holm: float
+    """Holm–Bonferroni adjusted over the comparisons shown together."""
+
+
+class Verdict(BaseModel):
+    """The decision-table outcome, never a bare point estimate."""
+
+    model_config = _CONFIG
+
+    code: Literal[
+        "no_detectable_difference",
+        "ahead",
+        "behind",
+        "heavy_tasks",
+        "saturated",
+        "too_few_tasks",
+    ]
+    text: str
+
+
+class CandidateComparison(BaseModel):
+    """Baseline vs one candidate."""
+
+    model_config = _CONFIG
+
+    candidate: ArmSummary
+    baseline: ArmSummary
+    tasks: list[PairedTask]
+    dropped: list[DroppedTask]
+    attempts_per_task: int
+    """K: the smaller median of valid attempts per paired task across the two arms."""
+    mean_difference: float | None
+    """d̄ = mean over paired tasks of rate_candidate − rate_baseline."""
+    sd: float | None
+    se: float | None
+    """sd(d, ddof=1) / sqrt(T)."""
+    mdd: float | None
+    """Minimum detectable difference = 2.8 · SE (α = 0.05 two-sided, power 0.8)."""
+    bootstrap: dict[str, Any]
+    """Paired percentile bootstrap of d̄: `low`, `high`, `seed`, `resamples`."""
+    sign_test: ExactTest
+    mcnemar: ExactTest
+    """On binary task outcomes: a task counts as resolved iff its rate > 0.5."""
+    invalid_independence_p: float | None
+    """Fisher exact test of invalid vs valid counts between the arms."""
+    warnings: list[str]
+    verdict: Verdict
+
+
+class ComparisonSnapshot(BaseModel):
+    """The evidence a comparison covers."""
+
+    model_config = _CONFIG
+
+    evidence_digest: str
+    attempts: int
+    last_commit_seq: int
+
+
+class Comparison(BaseModel):
+    """`registry.comparison/1`."""
+
+    model_config = _CONFIG
+
+    schema_: Literal["registry.comparison/1"] = Field(COMPARISON_SCHEMA, alias="schema")
+    baseline: str
+    """Baseline selector."""
+    scope: dict[str, Any]
+    """Restrictions applied to every arm (tasks, plan, experiment)."""
+    vary: str
+    """The one cohort input the arms may differ in (default `agent_system_digest`)."""
+    snapshot: ComparisonSnapshot
+    generator: Generator
+    comparisons: list[CandidateComparison]
