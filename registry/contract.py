@@ -14,7 +14,15 @@ import orjson
 from registry.canonical import canonical_json
 from registry.digest import digest_bytes
 from registry.keys import IDENTITY_FIELDS, record_json
-from registry_schemas import COHORT_SCHEME, AttemptRecord, Commit
+from registry_schemas import (
+    COHORT_SCHEME,
+    AttemptRecord,
+    Commit,
+    Comparison,
+    NoiseFloor,
+    Summary,
+    TaskReport,
+)
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
@@ -113,6 +121,10 @@ def contract_files() -> dict[str, bytes]:
     documents = {
         "attempt.schema.json": AttemptRecord.model_json_schema(),
         "commit.schema.json": Commit.model_json_schema(by_alias=True),
+        "report.schema.json": TaskReport.model_json_schema(by_alias=True),
+        "comparison.schema.json": Comparison.model_json_schema(by_alias=True),
+        "summary.schema.json": Summary.model_json_schema(by_alias=True),
+        "noise.schema.json": NoiseFloor.model_json_schema(by_alias=True),
         "digest-vectors.json": {"schema": "registry.digest-vectors/1", "vectors": digest_vectors()},
     }
     options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
