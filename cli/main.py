@@ -90,17 +90,33 @@ def ingest(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")
     ] = False,
+    input_values: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input", help="Cohort input a harness did not record, KEY=VALUE (repeatable)."
+        ),
+    ] = None,
+    inputs_file: Annotated[
+        Path | None, typer.Option("--inputs", help="JSON object of cohort inputs to supply.")
+    ] = None,
 ) -> None:
-    """Validate attempt records and commit the new ones, all or nothing."""
+    """Validate attempt records (or harness output) and commit the new ones, all or nothing."""
     result = registry.ingest(
-        root, paths, input_format.value, progress=_progress_factory(sys.stderr.isatty())
+        root,
+        paths,
+        input_format.value,
+        progress=_progress_factory(sys.stderr.isatty()),
+        overrides=registry.parse_overrides(input_values or [], inputs_file),
     )
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     summary = {
         "read": result.read,
         "new": result.new,
         "already_present": result.present,
         "commit": None if result.commit is None else result.commit.digest,
         "commit_seq": None if result.commit is None else result.commit.seq,
+        "warnings": result.warnings,
         "sources": [
             {"path": s.label, "digest": s.digest, "records": s.records} for s in result.sources
         ],

@@ -35,6 +35,10 @@ class InputFormat(StrEnum):
     jsonl = "jsonl"
     json = "json"
     parquet = "parquet"
+    inspect = "inspect"
+    harbor = "harbor"
+    terminal_bench = "terminal-bench"
+    swebench = "swebench"
 
 
 class TableFormat(StrEnum):

@@ -17,6 +17,7 @@ from registry.errors import (
     RegistryError,
     RegistryRootError,
 )
+from registry.importers import parse_overrides
 from registry.ingest import IngestResult, ingest
 from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
 from registry.layers import LayerVersion, list_layers, read_layer
@@ -44,6 +45,7 @@ from registry.summary import record_summary, summarize
 from registry.verify import VerifyReport, verify
 
 __all__ = [
+    "parse_overrides",
     "COMPARISON_LAYER",
     "DEFAULT_ATTEMPTS",
     "DEFAULT_SIMULATIONS",

@@ -20,6 +20,7 @@ from registry import ledger
 from registry._faults import checkpoint
 from registry.digest import digest_file
 from registry.errors import InvalidRecordError
+from registry.importers import ImportContext
 from registry.keys import derive_keys, record_json
 from registry.sources import ProgressFn, Source, iter_payloads, resolve_sources, validate_payload
 from registry.store import MARKER, Store, open_store, remove_empty_store
@@ -37,6 +38,7 @@ class IngestResult:
     present: int
     commit: ledger.LedgerEntry | None
     sources: list[Source]
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,17 +72,23 @@ def ingest(
     fmt: str = "auto",
     progress: Callable[[int], ProgressFn | None] | None = None,
     spill_rows: int = SPILL_ROWS,
+    overrides: dict[str, Any] | None = None,
 ) -> IngestResult:
     """Validate every record of `paths` and commit the new ones as one batch.
 
-    `progress`, if given, is called once with the total input size in bytes and returns a
-    callback that receives byte counts as they are read (or None for no progress).
+    `overrides` supplies cohort inputs that a harness importer could not find (the native
+    formats ignore it: their records carry their inputs). `progress`, if given, is called
+    once with the total input size in bytes and returns a callback that receives byte counts
+    as they are read (or None for no progress).
 
     Raises:
         InputFormatError: an input is missing, empty or in an unknown format.
         InvalidRecordError: a record is invalid; nothing is committed.
     """
     sources = resolve_sources(paths, fmt)
+    context = ImportContext(overrides=dict(overrides or {}))
+    for source in sources:
+        source.context = context
     fresh = not Path(root, MARKER).exists()
     store = open_store(root, create=True)
     tick = progress(sum(s.size for s in sources)) if progress else None
@@ -100,7 +108,7 @@ def ingest(
             remove_empty_store(store)  # a failed first ingest leaves no empty registry behind
         raise
     new = sum(s["rows"] for s in segments)
-    return IngestResult(batch.read, new, batch.read - new, commit, sources)
+    return IngestResult(batch.read, new, batch.read - new, commit, sources, context.summary())
 
 
 def _index_ledger(batch: _Batch, entries: list[ledger.LedgerEntry]) -> None:

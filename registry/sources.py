@@ -24,13 +24,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ValidationError
 
-from registry.digest import PREFIX
+from registry.digest import PREFIX, digest_file, digest_json
 from registry.errors import InputFormatError, InvalidRecordError
+from registry.importers import MODULES, ImportContext, detect_importer, get_importer
 from registry.tables import MAP_FIELDS, parquet_row_count, read_parquet_batches
 from registry_schemas import AttemptRecord, CohortInputs, Envelope
 
-FORMATS = ("auto", "jsonl", "json", "parquet")
-_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
+NATIVE_FORMATS = ("jsonl", "json", "parquet")
+FORMATS = ("auto", *NATIVE_FORMATS, *MODULES)
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".eval": "inspect",
+}
 _CHUNK = 1 << 20
 _PARQUET_BATCH = 8192
 ProgressFn = Callable[[int], None]
@@ -44,6 +52,7 @@ class Source:
     path: Path | None
     format: str
     records: int = 0
+    context: ImportContext = field(default_factory=ImportContext, repr=False)
     _hasher: Any = field(default_factory=blake3.blake3, repr=False)
     _digest: str | None = field(default=None, repr=False)
 
@@ -61,6 +70,9 @@ class Source:
 def resolve_sources(paths: list[str], fmt: str = "auto") -> list[Source]:
     """Expand directories and detect formats.
 
+    A directory that a harness importer recognises (a Harbor job, a terminal-bench run) is one
+    source; any other directory contributes every ingestible file inside it.
+
     Raises:
         InputFormatError: a path does not exist, or the format is unknown or undetectable.
     """
@@ -72,16 +84,27 @@ def resolve_sources(paths: list[str], fmt: str = "auto") -> list[Source]:
             sources.append(Source("-", None, "jsonl" if fmt == "auto" else fmt))
             continue
         path = Path(text)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if _ingestible(p, path))
-            if not found:
-                raise InputFormatError(f"{text}: directory holds no .jsonl, .json or .parquet file")
-            sources.extend(Source(str(p), p, _detect(p) if fmt == "auto" else fmt) for p in found)
-        elif path.is_file():
-            sources.append(Source(text, path, _detect(path) if fmt == "auto" else fmt))
-        else:
+        if not path.exists():
             raise InputFormatError(f"{text}: no such file or directory")
+        if fmt in MODULES:
+            sources.append(Source(text, path, fmt))
+        elif path.is_dir():
+            sources.extend(_directory_sources(text, path, fmt))
+        else:
+            sources.append(Source(text, path, _detect(path) if fmt == "auto" else fmt))
     return sources
+
+
+def _directory_sources(text: str, path: Path, fmt: str) -> list[Source]:
+    if fmt == "auto" and (name := detect_importer(path)):
+        return [Source(text, path, name)]
+    found = sorted(p for p in path.rglob("*") if _ingestible(p, path))
+    if not found:
+        raise InputFormatError(
+            f"{text}: directory holds no .jsonl, .json, .parquet or .eval file and is not a "
+            "recognised harness output; pass --format"
+        )
+    return [Source(str(p), p, _detect(p) if fmt == "auto" else fmt) for p in found]
 
 
 def iter_payloads(
@@ -94,8 +117,9 @@ def iter_payloads(
         InputFormatError: the input holds no record at all.
     """
     readers = {"jsonl": _iter_jsonl, "json": _iter_json_array, "parquet": _iter_parquet}
+    reader = readers.get(source.format, _iter_imported)
     count = 0
-    for item in readers[source.format](source, progress):
+    for item in reader(source, progress):
         count += 1
         yield item
     source.records = count
@@ -151,6 +175,8 @@ def _ingestible(path: Path, top: Path) -> bool:
 
 
 def _detect(path: Path) -> str:
+    if path.suffix.lower() in (".json", ".eval") and (name := detect_importer(path)):
+        return name
     by_suffix = _SUFFIXES.get(path.suffix.lower())
     with open(path, "rb") as handle:
         head = handle.read(4096)
@@ -323,3 +349,19 @@ def _reject_non_finite(source: Source, batch: pa.RecordBatch, offset: int) -> No
             raise InvalidRecordError(
                 source.label, f"row {row}", name, f"Input should be a finite number (got {shown})"
             )
+
+
+def _iter_imported(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
+    """Read a harness's output through its importer; the source digest covers every file."""
+    assert source.path is not None
+    source._digest = _tree_digest(source.path)
+    importer = get_importer(source.format)
+    for location, record in importer.read(source.path, source.context):
+        yield location, orjson.dumps(record)
+
+
+def _tree_digest(path: Path) -> str:
+    if path.is_file():
+        return digest_file(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return digest_json([[p.relative_to(path).as_posix(), digest_file(p)] for p in files])

@@ -1,0 +1,117 @@
+"""What every harness importer shares: the reader protocol, cohort-input filling, warnings.
+
+An importer turns what a harness already writes into `registry.attempt/1` records in their
+JSON form; the records then go through exactly the validation, digests and all-or-nothing
+commit of any other ingest. Fields a source does not record become the explicit value
+`unknown` (never a guess), and the importer records which cohort inputs were unknown so the
+user is warned and can supply them with `--input KEY=VALUE` or `--inputs FILE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from registry.errors import InputFormatError
+from registry_schemas import CohortInputs
+
+UNKNOWN = "unknown"
+INPUT_KEYS = tuple(CohortInputs.model_fields)
+
+
+class Importer(Protocol):
+    """A reader of one harness's output."""
+
+    name: str
+    """The `--format` name."""
+
+    def detect(self, path: Path) -> bool:
+        """Whether `path` (a file or directory) looks like this harness's output."""
+        ...
+
+    def read(self, path: Path, context: ImportContext) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield `(location, record JSON form)` for every attempt found under `path`."""
+        ...
+
+
+@dataclass
+class ImportContext:
+    """Per-ingest state shared by importers: user-supplied inputs and what was unknown."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    unknown: dict[str, set[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def inputs(self, source: str, found: dict[str, Any]) -> dict[str, Any]:
+        """Return the ten cohort inputs: user overrides, then values found, else `unknown`."""
+        out = {}
+        for key in INPUT_KEYS:
+            if key in self.overrides:
+                out[key] = self.overrides[key]
+            elif found.get(key) not in (None, ""):
+                out[key] = found[key]
+            else:
+                out[key] = UNKNOWN
+                self.unknown.setdefault(source, set()).add(key)
+        return out
+
+    def warn(self, message: str) -> None:
+        """Record a warning for the user (printed on stderr by the CLI)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def summary(self) -> list[str]:
+        """Return the warnings, including one line per source with unknown cohort inputs."""
+        lines = list(self.warnings)
+        for source, keys in sorted(self.unknown.items()):
+            lines.append(
+                f"{source}: cohort inputs not recorded by the source, set to 'unknown': "
+                f"{', '.join(sorted(keys))}; supply them with --input KEY=VALUE or --inputs FILE"
+            )
+        return lines
+
+
+def parse_overrides(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+    """Parse `--input KEY=VALUE` pairs and an `--inputs` JSON file into cohort-input overrides.
+
+    Raises:
+        InputFormatError: an unknown key, a pair without `=`, or an unreadable file.
+    """
+    overrides: dict[str, Any] = {}
+    if inputs_file is not None:
+        try:
+            loaded = orjson.loads(inputs_file.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise InputFormatError(f"{inputs_file}: not a readable JSON object ({exc})") from None
+        if not isinstance(loaded, dict):
+            raise InputFormatError(f"{inputs_file}: must hold a JSON object of cohort inputs")
+        overrides.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise InputFormatError(f"--input '{pair}' is not KEY=VALUE")
+        overrides[key.strip()] = value
+    for key in overrides:
+        if key not in INPUT_KEYS:
+            raise InputFormatError(
+                f"unknown cohort input '{key}'; valid keys: {', '.join(INPUT_KEYS)}"
+            )
+    return overrides
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, with a one-line error naming it.
+
+    Raises:
+        InputFormatError: the file is missing, truncated or not JSON.
+    """
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise InputFormatError(f"{path}: cannot be read ({exc.strerror})") from None
+    except orjson.JSONDecodeError as exc:
+        raise InputFormatError(f"{path}: not valid JSON ({exc})") from None
