@@ -17,6 +17,7 @@ from registry.importers.base import (
     Importer,
     parse_overrides,
     read_json,
+    with_identity,
 )
 
 MODULES = {
@@ -55,4 +56,5 @@ __all__ = [
     "get_importer",
     "parse_overrides",
     "read_json",
+    "with_identity",
 ]

@@ -115,3 +115,15 @@ def read_json(path: Path) -> Any:
         raise InputFormatError(f"{path}: cannot be read ({exc.strerror})") from None
     except orjson.JSONDecodeError as exc:
         raise InputFormatError(f"{path}: not valid JSON ({exc})") from None
+
+
+def with_identity(record: dict[str, Any]) -> dict[str, Any]:
+    """Return the record with its `terminal_identity` computed.
+
+    Importers read the envelope from the harness's own output (what actually ran), so the
+    imported evidence is observed, not legacy: it carries a terminal identity.
+    """
+    from registry.keys import cohort_key_of, terminal_identity_of
+
+    cohort = cohort_key_of(record["task_id"], record["inputs"])
+    return {**record, "terminal_identity": terminal_identity_of(record, cohort)}
