@@ -56,6 +56,22 @@ SELECT envelope.agent AS agent, envelope.agent_version AS agent_version,
 FROM attempts GROUP BY ALL
 """
 
+# Wilson 95% score interval (STATISTICS.md §1.1) as SQL macros, for longitudinal queries such
+# as "resolved rate per week with its interval". NULL when n = 0; exact 0 / 1 at the edges.
+_Z = "1.959963984540054"
+_MACROS = f"""
+CREATE MACRO wilson_center(x, n) AS
+    (x / n + {_Z} * {_Z} / (2 * n)) / (1 + {_Z} * {_Z} / n);
+CREATE MACRO wilson_half(x, n) AS
+    {_Z} / (1 + {_Z} * {_Z} / n) * sqrt((x / n) * (1 - x / n) / n + {_Z} * {_Z} / (4 * n * n));
+CREATE MACRO wilson_low(x, n) AS CASE WHEN n = 0 THEN NULL WHEN x = 0 THEN 0.0
+    ELSE greatest(0.0, wilson_center(x, n) - wilson_half(x, n)) END;
+CREATE MACRO wilson_high(x, n) AS CASE WHEN n = 0 THEN NULL WHEN x = n THEN 1.0
+    ELSE least(1.0, wilson_center(x, n) + wilson_half(x, n)) END;
+CREATE MACRO is_valid(terminal_class) AS terminal_class IN
+    ('resolved', 'model_failure', 'safety_failure', 'timeout');
+"""
+
 READ_ONLY_TYPES = {duckdb.StatementType.SELECT}
 
 
@@ -90,6 +106,7 @@ def connect(store: Store, task_ids: Iterable[str] | None = None) -> duckdb.DuckD
         _COHORTS_VIEW,
         _SYSTEMS_VIEW,
         "CREATE VIEW commits AS SELECT * FROM _commits",
+        _MACROS,
     ):
         con.execute(sql)
     _confine(con, store)

@@ -87,3 +87,27 @@ def test_missing_registry_is_a_clear_error(invoke, root):
     assert result.stderr == (
         f"Error: no registry at {root}; ingest attempts first or pass --root / REGISTRY_ROOT\n"
     )
+
+
+def test_wilson_macros_match_every_reference_case(loaded_root):
+    from pathlib import Path
+
+    import registry
+
+    cases = json.loads((Path(__file__).parents[1] / "data" / "statistics-reference.json")
+                       .read_text())["cases"]
+    wilson = [c for c in cases if c["function"] == "wilson_interval"
+              and abs(c["input"]["z"] - 1.959963984540054) < 1e-15]
+    assert len(wilson) >= 10
+    store = registry.open_store(loaded_root)
+    for case in wilson:
+        x, n = case["input"]["successes"], case["input"]["n"]
+        ((low, high),) = registry.run_query(
+            store, "SELECT wilson_low(?::DOUBLE, ?::DOUBLE), wilson_high(?::DOUBLE, ?::DOUBLE)",
+            [x, n, x, n]).rows
+        want = case["expected"]
+        if want is None or want["low"] is None:
+            assert low is None and high is None
+        else:
+            assert abs(low - want["low"]) <= case["abs_tol"], case["id"]
+            assert abs(high - want["high"]) <= case["abs_tol"], case["id"]
