@@ -12,8 +12,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from typer.core import TyperGroup
 
 import registry
-from registry_cli import reports, suite
-from registry_cli.options import (
+
+from . import reports, suite
+from .options import (
     DEFAULT_ROOT,
     InputFormat,
     RootOption,
@@ -22,7 +23,7 @@ from registry_cli.options import (
     stderr,
     stdout,
 )
-from registry_cli.output import print_table, rows_as_dicts, to_csv, to_json
+from .output import print_table, rows_as_dicts, to_csv, to_json
 
 PROGRESS_MIN_BYTES = 16 << 20
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import typer
 
 import registry
-from registry_cli.options import (
+
+from .options import (
     DEFAULT_ROOT,
     OutputFileOption,
     ReportFormat,
@@ -17,7 +18,7 @@ from registry_cli.options import (
     emit,
     stdout,
 )
-from registry_cli.output import print_table, to_json
+from .output import print_table, to_json
 
 
 def _render(report: Any, output: ReportFormat) -> str:

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 import registry
-from registry_cli.options import (
+
+from .options import (
     DEFAULT_ROOT,
     ExperimentOption,
     OutputFileOption,
@@ -21,7 +22,7 @@ from registry_cli.options import (
     emit,
     scope_of,
 )
-from registry_cli.output import to_json
+from .output import to_json
 
 
 def compare(

@@ -19,7 +19,7 @@ import pyarrow as pa
 from registry import ledger
 from registry._faults import checkpoint
 from registry.digest import digest_file
-from registry.errors import InvalidRecordError
+from registry.errors import InvalidRecordError, LedgerConflictError
 from registry.importers import ImportContext
 from registry.keys import derive_keys, record_json
 from registry.sources import ProgressFn, Source, iter_payloads, resolve_sources, validate_payload
@@ -216,7 +216,7 @@ def _commit(
             entry = ledger.read_entry(batch.store.resolve(ledger.commit_name(batch.base_seq + 1)))
             return entry, segments
         ledger.backoff()
-    raise ledger.LedgerConflictError("could not append to the ledger after repeated races")
+    raise LedgerConflictError("could not append to the ledger after repeated races")
 
 
 def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -89,7 +89,8 @@ def parse_selector(text: str) -> Selector:
 
 def load_evidence(store: Store, scope: Scope) -> list[dict[str, Any]]:
     """Return every visible attempt in scope (bound parameters only), ordered by attempt id."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if scope.tasks:
         where.append("list_contains(?, task_id)")
         params.append(list(scope.tasks))

@@ -18,7 +18,7 @@ from registry.errors import IntegrityError
 from registry.keys import derive_keys
 from registry.store import MARKER, Store
 from registry.tables import read_segment, table_to_records
-from registry_schemas import Commit
+from registry_schemas import Commit, SegmentEntry
 
 
 @dataclass
@@ -111,7 +111,7 @@ def _check_object(store: Store, relative: str, digest: str, report: VerifyReport
     return True
 
 
-def _check_segment(store: Store, segment: ledger.SegmentEntry, report: VerifyReport) -> None:
+def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) -> None:
     report.segments += 1
     if not _check_object(store, segment.path, segment.digest, report):
         return

@@ -6,7 +6,7 @@ import math
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import (
     AfterValidator,
@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-ATTEMPT_SCHEMA = "registry.attempt/1"
+ATTEMPT_SCHEMA: Final = "registry.attempt/1"
 COHORT_SCHEME = "registry.cohort/1"
 MAX_SAFE_INTEGER = 2**53 - 1
 DIGEST_PATTERN = r"^blake3:[0-9a-f]{64}$"

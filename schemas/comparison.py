@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .report import Generator, Rate
 
-COMPARISON_SCHEMA = "registry.comparison/1"
+COMPARISON_SCHEMA: Final = "registry.comparison/1"
 _CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attempt import DIGEST_PATTERN
 
-COMMIT_SCHEMA = "registry.commit/1"
+COMMIT_SCHEMA: Final = "registry.commit/1"
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 Digest = Annotated[str, Field(pattern=DIGEST_PATTERN)]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_SCHEMA = "registry.report/1"
+REPORT_SCHEMA: Final = "registry.report/1"
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .report import CostStats, Generator, Rate, RuntimeStats
 
-SUMMARY_SCHEMA = "registry.summary/1"
-NOISE_SCHEMA = "registry.noise/1"
+SUMMARY_SCHEMA: Final = "registry.summary/1"
+NOISE_SCHEMA: Final = "registry.noise/1"
 _CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 

@@ -27,5 +27,7 @@ def test_benchmark_100k(capsys):
     result = _load().run(records=100_000, tasks=500)
     ratio = result["registry_s"] / result["pyarrow_s"]
     with capsys.disabled():
-        print(f"\ningest 100k: registry {result['registry_s']:.2f}s, pyarrow "
-              f"{result['pyarrow_s']:.2f}s, ratio {ratio:.1f}x")
+        print(
+            f"\ningest 100k: registry {result['registry_s']:.2f}s, pyarrow "
+            f"{result['pyarrow_s']:.2f}s, ratio {ratio:.1f}x"
+        )

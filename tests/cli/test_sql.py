@@ -94,17 +94,23 @@ def test_wilson_macros_match_every_reference_case(loaded_root):
 
     import registry
 
-    cases = json.loads((Path(__file__).parents[1] / "data" / "statistics-reference.json")
-                       .read_text())["cases"]
-    wilson = [c for c in cases if c["function"] == "wilson_interval"
-              and abs(c["input"]["z"] - 1.959963984540054) < 1e-15]
+    cases = json.loads(
+        (Path(__file__).parents[1] / "data" / "statistics-reference.json").read_text()
+    )["cases"]
+    wilson = [
+        c
+        for c in cases
+        if c["function"] == "wilson_interval" and abs(c["input"]["z"] - 1.959963984540054) < 1e-15
+    ]
     assert len(wilson) >= 10
     store = registry.open_store(loaded_root)
     for case in wilson:
         x, n = case["input"]["successes"], case["input"]["n"]
         ((low, high),) = registry.run_query(
-            store, "SELECT wilson_low(?::DOUBLE, ?::DOUBLE), wilson_high(?::DOUBLE, ?::DOUBLE)",
-            [x, n, x, n]).rows
+            store,
+            "SELECT wilson_low(?::DOUBLE, ?::DOUBLE), wilson_high(?::DOUBLE, ?::DOUBLE)",
+            [x, n, x, n],
+        ).rows
         want = case["expected"]
         if want is None or want["low"] is None:
             assert low is None and high is None
