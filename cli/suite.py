@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
 import registry
 
@@ -92,10 +95,7 @@ def summary(
     selector = registry.parse_selector(system) if system else None
     result = registry.summarize(store, scope_of(task, tasks_file, plan, experiment), selector)
     layer, created = registry.record_summary(store, result)
-    if output is SummaryFormat.json:
-        emit(to_json(result.model_dump(mode="json", by_alias=True)) + "\n", output_file)
-    else:
-        emit(registry.render_summary_table(result), output_file)
+    _print_layer(result, registry.render_summary_table, output, output_file)
     announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
 
 
@@ -130,11 +130,20 @@ def noise(
         attempts=attempts or registry.DEFAULT_ATTEMPTS,
     )
     layer, created = registry.record_noise(store, result)
+    _print_layer(result, registry.render_noise_table, output, output_file)
+    announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
+
+
+def _print_layer(
+    result: BaseModel,
+    render_table: Callable[[Any], str],
+    output: SummaryFormat,
+    output_file: Path | None,
+) -> None:
     if output is SummaryFormat.json:
         emit(to_json(result.model_dump(mode="json", by_alias=True)) + "\n", output_file)
     else:
-        emit(registry.render_noise_table(result), output_file)
-    announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
+        emit(render_table(result), output_file)
 
 
 __all__ = ["compare", "noise", "summary"]
