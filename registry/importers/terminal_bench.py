@@ -1,0 +1,443 @@
+"""terminal-bench importer: the run folders `tb run` writes under its output path.
+
+A run folder holds `run_metadata.json` (who ran what), `results.json` (the run-level
+`BenchmarkResults`: every trial plus the run's `accuracy`), usually `tb.lock` (the harness
+version and run configuration) and one folder per trial, `<task>/<trial name>/results.json`.
+The run-level list is the source of record; trial folders only supply trials missing from it
+(an interrupted run). The same run found twice (a copy nested in another folder) is imported
+once. Records depend only on the run's content, never on where the folder was found, so a
+copy ingested later adds nothing. docs/importers/terminal-bench.md has the full mapping.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from registry.digest import digest_json
+from registry.errors import InputFormatError
+from registry.importers.base import ImportContext, read_json, with_identity
+
+RUN_METADATA = "run_metadata.json"
+RESULTS = "results.json"
+LOCK = "tb.lock"
+CLASS_BY_FAILURE_MODE = {
+    "agent_timeout": "timeout",
+    "context_length_exceeded": "model_failure",
+    "output_length_exceeded": "model_failure",
+    "fatal_llm_parse_error": "model_failure",
+    "parse_error": "grader_failure",
+    "test_timeout": "grader_failure",
+    "agent_installation_failed": "environment_failure",
+    "unknown_agent_error": "harness_failure",
+    "unknown": "harness_failure",
+}
+"""Terminal class of a trial that did not pass, by `failure_mode` (terminal_bench FailureMode)."""
+NO_FAILURE_MODES = ("unset", "none")
+FAILURE_MODES = (*NO_FAILURE_MODES, *CLASS_BY_FAILURE_MODE)
+_ATTEMPT = re.compile(r"(\d+)-of-(\d+)(?:\.|$)")
+_ANY_ATTEMPT = re.compile(r"\.(\d+)-of-(\d+)(?:\.|$)")
+_COUNTS = ("total_input_tokens", "total_output_tokens")
+_TIMES = ("trial_started_at", "trial_ended_at")
+
+
+def classify(is_resolved: bool | None, failure_mode: str) -> str:
+    """Return the terminal class of a trial from `is_resolved` and `failure_mode`.
+
+    Passing tests win over any failure mode (an agent timeout whose tests passed is
+    resolved); otherwise the failure mode decides; a trial with none is a model failure when
+    the tests ran and failed, and a harness failure when no verdict was recorded.
+    """
+    if is_resolved is True:
+        return "resolved"
+    if failure_mode in CLASS_BY_FAILURE_MODE:
+        return CLASS_BY_FAILURE_MODE[failure_mode]
+    return "model_failure" if is_resolved is False else "harness_failure"
+
+
+@dataclass
+class _Run:
+    """One run folder as found on disk."""
+
+    path: Path
+    depth: int
+    metadata: dict[str, Any]
+    lock: dict[str, Any]
+    trials: list[dict[str, Any]]
+    accuracy: Any
+
+    @property
+    def key(self) -> str:
+        """The run's identity: its uuid, else its run id."""
+        return str(self.metadata.get("uuid") or self.metadata["run_id"])
+
+
+class TerminalBenchImporter:
+    """Reads a terminal-bench run folder, or a folder of run folders (`tb run --output-path`)."""
+
+    name = "terminal-bench"
+
+    def detect(self, path: Path) -> bool:
+        """Whether `path` is a run folder or directly holds one; never raises."""
+        try:
+            if not path.is_dir():
+                return False
+            if _is_run(path, need_results=True):
+                return True
+            return any(c.is_dir() and _is_run(c, need_results=True) for c in path.iterdir())
+        except OSError:
+            return False
+
+    def read(self, path: Path, context: ImportContext) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield one record per trial of every distinct run under `path`.
+
+        Raises:
+            InputFormatError: no run under `path`, or a run file is unreadable or foreign.
+        """
+        top = _run_root(path)
+        runs = [_load_run(p, _depth(p, top)) for p in _find_runs(top)]
+        if not runs:
+            raise InputFormatError(
+                f"{path}: no terminal-bench run found; expected a folder holding "
+                f"{RUN_METADATA} and {RESULTS} (the output of `tb run`) or a folder of such runs"
+            )
+        for primary, copies in _distinct_runs(runs, context):
+            yield from _run_records(primary, copies, str(path), context)
+
+
+def _is_run(path: Path, need_results: bool) -> bool:
+    if need_results and not (path / RESULTS).is_file():
+        return False
+    try:
+        metadata = read_json(path / RUN_METADATA)
+    except InputFormatError:
+        return False
+    return isinstance(metadata, dict) and "run_id" in metadata and "agent_name" in metadata
+
+
+def _run_root(path: Path) -> Path:
+    if path.is_dir():
+        return path
+    if path.name in (RUN_METADATA, RESULTS) and (path.parent / RUN_METADATA).is_file():
+        return path.parent
+    raise InputFormatError(
+        f"{path}: not a terminal-bench run; pass the run folder holding {RUN_METADATA} and "
+        f"{RESULTS} (or the folder of runs `tb run` writes to)"
+    )
+
+
+def _find_runs(top: Path) -> list[Path]:
+    found = {p.parent for p in top.rglob(RUN_METADATA) if p.is_file()}
+    if (top / RUN_METADATA).is_file():
+        found.add(top)
+    return sorted(found, key=lambda p: (_depth(p, top), p.as_posix()))
+
+
+def _depth(path: Path, top: Path) -> int:
+    return len(path.relative_to(top).parts)
+
+
+def _load_run(path: Path, depth: int) -> _Run:
+    metadata = _metadata(path / RUN_METADATA)
+    lock = read_json(path / LOCK) if (path / LOCK).is_file() else {}
+    if not isinstance(lock, dict):
+        raise InputFormatError(f"{path / LOCK}: not a terminal-bench run lock (a JSON object)")
+    if not (path / RESULTS).is_file():
+        return _Run(path, depth, metadata, lock, [], None)
+    document = read_json(path / RESULTS)
+    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
+        raise InputFormatError(
+            f"{path / RESULTS}: not a terminal-bench results file; expected an object with a "
+            "'results' list of trials (BenchmarkResults)"
+        )
+    trials = document["results"]
+    for index, trial in enumerate(trials, 1):
+        _check_trial(trial, f"{path / RESULTS}: trial {index}")
+    return _Run(path, depth, metadata, lock, trials, document.get("accuracy"))
+
+
+def _metadata(path: Path) -> dict[str, Any]:
+    metadata = read_json(path)
+    valid = isinstance(metadata, dict) and all(
+        isinstance(metadata.get(key), str) and metadata[key] for key in ("run_id", "agent_name")
+    )
+    if not valid:
+        raise InputFormatError(
+            f"{path}: not a terminal-bench run metadata file; expected an object with string "
+            "'run_id' and 'agent_name' (RunMetadata)"
+        )
+    return metadata
+
+
+def _check_trial(trial: Any, where: str) -> None:
+    if not isinstance(trial, dict):
+        raise InputFormatError(f"{where}: not an object; expected a TrialResults object")
+    for key in ("trial_name", "task_id"):
+        if not isinstance(trial.get(key), str) or not trial[key]:
+            raise InputFormatError(f"{where}: '{key}' must be a non-empty string")
+    if trial.get("is_resolved") not in (True, False, None):
+        raise InputFormatError(f"{where}: 'is_resolved' must be true, false or null")
+    mode = trial.get("failure_mode", "unset")
+    if mode not in FAILURE_MODES:
+        raise InputFormatError(
+            f"{where}: unknown failure_mode {mode!r}; valid: {', '.join(FAILURE_MODES)}"
+        )
+    for key in _COUNTS:
+        value = trial.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise InputFormatError(f"{where}: '{key}' must be a non-negative integer or null")
+
+
+def _distinct_runs(runs: list[_Run], context: ImportContext) -> Iterator[tuple[_Run, list[_Run]]]:
+    """Group copies of one run; the copy listing most trials (then the shallowest) is primary."""
+    groups: dict[str, list[_Run]] = {}
+    for run in runs:
+        groups.setdefault(run.key, []).append(run)
+    for copies in groups.values():
+        copies.sort(key=lambda r: (-len(r.trials), r.depth, r.path.as_posix()))
+        for copy in copies[1:]:
+            context.warn(
+                f"{copy.path}: same terminal-bench run as {copies[0].path} "
+                f"(run {copies[0].key}); imported once"
+            )
+        yield copies[0], copies
+
+
+def _run_records(
+    run: _Run, copies: list[_Run], source: str, context: ImportContext
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    seen: set[str] = set()
+    listed: list[dict[str, Any]] = []
+    for index, trial in enumerate(run.trials, 1):
+        if trial["trial_name"] in seen:
+            context.warn(
+                f"{run.path / RESULTS}: trial {trial['trial_name']} listed twice; kept once"
+            )
+            continue
+        seen.add(trial["trial_name"])
+        record = _record(run, trial, run.path / RESULTS, source, context)
+        listed.append(record)
+        yield f"{run.path / RESULTS} (trial {index})", record
+    _check_accuracy(run, listed, context)
+    recovered = 0
+    for location, trial in _folder_trials(copies, seen, context):
+        recovered += 1
+        yield location, _record(run, trial, Path(location), source, context)
+    if recovered:
+        context.warn(
+            f"{run.path}: {recovered} trial(s) missing from {RESULTS} were read from their "
+            "trial folders (an interrupted run?)"
+        )
+
+
+def _folder_trials(
+    copies: list[_Run], seen: set[str], context: ImportContext
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield trials of per-trial folders that the run-level list lacks, each once."""
+    for copy in copies:
+        for folder in _trial_folders(copy.path):
+            if folder.name in seen:
+                continue
+            file = folder / RESULTS
+            if not file.is_file():
+                context.warn(f"{folder}: trial folder has no {RESULTS} (unfinished); skipped")
+                continue
+            trial = read_json(file)
+            _check_trial(trial, str(file))
+            if trial["trial_name"] in seen:
+                continue
+            seen.add(trial["trial_name"])
+            yield str(file), trial
+
+
+def _trial_folders(run_path: Path) -> list[Path]:
+    """Folders `<task>/<task>.<k>-of-<n>[.<run>]` of a run (never a nested run's files)."""
+    folders = []
+    for task in sorted(p for p in run_path.iterdir() if p.is_dir()):
+        if (task / RUN_METADATA).exists():
+            continue
+        for trial in sorted(p for p in task.iterdir() if p.is_dir()):
+            rest = trial.name.removeprefix(task.name + ".")
+            if rest != trial.name and _ATTEMPT.match(rest) and not (trial / RUN_METADATA).exists():
+                folders.append(trial)
+    return folders
+
+
+def _check_accuracy(run: _Run, records: list[dict[str, Any]], context: ImportContext) -> None:
+    """Warn unless resolved / attempts over the run-level list reproduces the run's accuracy."""
+    if not records:
+        return
+    resolved = sum(r["terminal_class"] == "resolved" for r in records)
+    computed = resolved / len(records)
+    published = {RESULTS: run.accuracy, RUN_METADATA: run.metadata.get("accuracy")}
+    for name, value in published.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and not math.isclose(computed, value, rel_tol=1e-9, abs_tol=1e-12):
+            context.warn(
+                f"{run.path / name}: accuracy {value} is not reproduced by the imported trials "
+                f"({resolved} resolved of {len(records)} = {computed})"
+            )
+
+
+def _record(
+    run: _Run, trial: dict[str, Any], file: Path, source: str, context: ImportContext
+) -> dict[str, Any]:
+    where = f"{file}: trial {trial['trial_name']}"
+    runtime, started, finished = _timing(trial, where)
+    labels = _labels(run, trial)
+    if runtime is None:
+        labels["runtime_seconds"] = "unknown"
+        context.warn(
+            f"{source}: some trials record no start or end time; their runtime_seconds is 0.0, "
+            "labelled runtime_seconds=unknown"
+        )
+    mode = trial.get("failure_mode", "unset")
+    record = {
+        "experiment_id": run.metadata["run_id"],
+        "task_id": trial["task_id"],
+        "repeat_index": _repeat_index(trial["trial_name"], trial["task_id"], where),
+        "inputs": context.inputs(source, _found_inputs(run)),
+        "terminal_class": classify(trial.get("is_resolved"), mode),
+        "envelope": _envelope(run),
+        "runtime_seconds": 0.0 if runtime is None else runtime,
+        "started_at": started,
+        "finished_at": finished,
+        "cost_usd": None,
+        "input_tokens": trial.get("total_input_tokens"),
+        "output_tokens": trial.get("total_output_tokens"),
+        "cached_input_tokens": None,
+        "labels": labels,
+    }
+    return with_identity(record)
+
+
+def _repeat_index(trial_name: str, task_id: str, where: str) -> int:
+    """Return k - 1 for `<task>.<k>-of-<n>[.<run>]`; 0 for a name without an attempt number."""
+    rest = trial_name.removeprefix(task_id + ".")
+    match = _ATTEMPT.match(rest) if rest != trial_name else _ANY_ATTEMPT.search(trial_name)
+    if match is None:
+        return 0
+    attempt = int(match.group(1))
+    if attempt < 1:
+        raise InputFormatError(f"{where}: attempt number must start at 1 (trial '{trial_name}')")
+    return attempt - 1
+
+
+def _timing(trial: dict[str, Any], where: str) -> tuple[float | None, str | None, str | None]:
+    started, finished = (_timestamp(trial.get(key), key, where) for key in _TIMES)
+    if started is None or finished is None:
+        return None, _text(started), _text(finished)
+    runtime = (finished - started).total_seconds()
+    if runtime < 0:
+        raise InputFormatError(f"{where}: trial_ended_at is earlier than trial_started_at")
+    return runtime, _text(started), _text(finished)
+
+
+def _timestamp(value: Any, key: str, where: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise InputFormatError(
+            f"{where}: '{key}' must be an ISO 8601 timestamp with an offset (got {value!r})"
+        )
+    return parsed
+
+
+def _text(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _envelope(run: _Run) -> dict[str, Any]:
+    provider, model = _split_model(run.metadata.get("model_name"))
+    return {
+        "agent": run.metadata["agent_name"],
+        "agent_version": None,
+        "provider": provider,
+        "model": model,
+        "harness_version": _harness_version(run),
+    }
+
+
+def _split_model(name: Any) -> tuple[str | None, str | None]:
+    """Split a litellm model name `provider/model` at its first slash."""
+    if not isinstance(name, str) or not name:
+        return None, None
+    provider, slash, model = name.partition("/")
+    return (provider, model) if slash and provider and model else (None, name)
+
+
+def _commit(run: _Run) -> str | None:
+    commit = run.metadata.get("commit_hash")
+    return commit if isinstance(commit, str) and commit not in ("", "unknown") else None
+
+
+def _harness_version(run: _Run) -> str | None:
+    """`<package>==<version>` from tb.lock (+git.<commit> for an editable install), else git:."""
+    harness = run.lock.get("harness")
+    commit = _commit(run)
+    if isinstance(harness, dict) and harness.get("version"):
+        version = f"{harness.get('package') or 'terminal-bench'}=={harness['version']}"
+        editable = harness.get("is_editable_installation") is True
+        return f"{version}+git.{commit}" if editable and commit else version
+    return f"git:{commit}" if commit else None
+
+
+def _found_inputs(run: _Run) -> dict[str, Any]:
+    name, version = run.metadata.get("dataset_name"), run.metadata.get("dataset_version")
+    config = run.lock.get("run_config")
+    budget = None
+    if isinstance(config, dict):
+        keys = ("global_timeout_multiplier", "global_agent_timeout_sec", "global_test_timeout_sec")
+        budget = {key: config.get(key) for key in keys}
+    return {
+        "wiki_digest": "none",
+        "budget": budget,
+        "harness_package": f"{name}=={version}" if name and version else None,
+        "agent_system_digest": digest_json(_agent_system(run)),
+    }
+
+
+def _agent_system(run: _Run) -> dict[str, Any]:
+    """The declared agent configuration; what the run did not record stays null."""
+    agent = run.lock.get("agent")
+    agent = agent if isinstance(agent, dict) else {}
+    kwargs = agent.get("extra_kwargs", run.metadata.get("agent_kwargs"))
+    return {
+        "scheme": "terminal-bench.agent/1",
+        "agent_name": run.metadata["agent_name"],
+        "import_path": agent.get("import_path"),
+        "model_name": run.metadata.get("model_name"),
+        "agent_kwargs": kwargs,
+    }
+
+
+def _labels(run: _Run, trial: dict[str, Any]) -> dict[str, str]:
+    resolved = trial.get("is_resolved")
+    labels = {
+        "terminal_bench.run_uuid": str(run.metadata.get("uuid") or ""),
+        "terminal_bench.trial_name": trial["trial_name"],
+        "terminal_bench.failure_mode": trial.get("failure_mode", "unset"),
+        "terminal_bench.is_resolved": "null" if resolved is None else str(resolved).lower(),
+    }
+    trial_id = trial.get("id") or trial.get("uuid")
+    if trial_id:
+        labels["terminal_bench.trial_id"] = str(trial_id)
+    tests = trial.get("parser_results")
+    if isinstance(tests, dict) and tests:
+        passed = sum(status == "passed" for status in tests.values())
+        labels["terminal_bench.tests_passed"] = f"{passed}/{len(tests)}"
+    if commit := _commit(run):
+        labels["terminal_bench.commit_hash"] = commit
+    return {key: value for key, value in labels.items() if value}
+
+
+IMPORTER = TerminalBenchImporter()
