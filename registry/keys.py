@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from registry.digest import digest_json
 from registry_schemas import COHORT_SCHEME, AttemptRecord
+
+# Every attempt of a cohort repeats its inputs: canonicalise and hash them once per cohort.
+# The memo is keyed by an exact serialisation, so a miss (e.g. 2 vs 2.0) only costs time.
+_MEMO_SIZE = 65536
+_COHORT_MEMO: dict[tuple[str, bytes], str] = {}
 
 IDENTITY_FIELDS = (
     "cohort_key",
@@ -19,6 +26,19 @@ IDENTITY_FIELDS = (
 
 def cohort_key_of(task_id: str, inputs: dict[str, Any]) -> str:
     """Return the cohort key of a task and its ten cohort inputs (JSON form)."""
+    try:
+        memo = (task_id, orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS))
+    except orjson.JSONEncodeError:
+        return _cohort_key(task_id, inputs)
+    key = _COHORT_MEMO.get(memo)
+    if key is None:
+        if len(_COHORT_MEMO) >= _MEMO_SIZE:
+            _COHORT_MEMO.clear()
+        key = _COHORT_MEMO[memo] = _cohort_key(task_id, inputs)
+    return key
+
+
+def _cohort_key(task_id: str, inputs: dict[str, Any]) -> str:
     return digest_json({"scheme": COHORT_SCHEME, "task_id": task_id, **inputs})
 
 
