@@ -17,12 +17,10 @@ from typing import Any
 import scipy.stats as sps
 
 from registry import stats
-from registry.digest import digest_json
+from registry.evidence import ENVELOPE_KEYS, is_resolved, is_valid, snapshot_of
 from registry.layers import LayerVersion, store_layer
 from registry.report import rate_of
 from registry.selection import (
-    ENVELOPE_KEYS,
-    TASK_INPUTS,
     Scope,
     Selector,
     SelectorError,
@@ -32,7 +30,6 @@ from registry.selection import (
 )
 from registry.store import Store
 from registry_schemas import (
-    INVALID_CLASSES,
     ArmCounts,
     ArmSummary,
     CandidateComparison,
@@ -58,7 +55,6 @@ VARIABLE_INPUTS = (
     "agent_system_digest",
     "environment_digest",
 )
-_INVALID = {c.value for c in INVALID_CLASSES}
 Rows = list[dict[str, Any]]
 
 
@@ -106,11 +102,7 @@ def compare(
         baseline=baseline.text,
         scope=scope.describe(),
         vary=vary,
-        snapshot=ComparisonSnapshot(
-            evidence_digest=digest_json(covered),
-            attempts=len(covered),
-            last_commit_seq=max(used[a]["commit_seq"] for a in covered),
-        ),
+        snapshot=ComparisonSnapshot(**snapshot_of([used[a] for a in covered])),
         generator=GENERATOR,
         comparisons=comparisons,
     )
@@ -130,69 +122,91 @@ def _select(rows: Rows, selector: Selector, role: str) -> Rows:
 
 
 def _counts(rows: Rows) -> ArmCounts:
-    invalid = sum(r["terminal_class"] in _INVALID for r in rows)
-    resolved = sum(r["terminal_class"] == "resolved" for r in rows)
+    valid = sum(map(is_valid, rows))
     return ArmCounts(
-        attempts=len(rows), valid=len(rows) - invalid, invalid=invalid, resolved=resolved
+        attempts=len(rows),
+        valid=valid,
+        invalid=len(rows) - valid,
+        resolved=sum(map(is_resolved, rows)),
     )
 
 
 def _units(rows: Rows, vary: str) -> dict[str, dict[str, Rows]]:
-    """Group rows by task, then by every cohort input except the varied one."""
+    """Group rows by task, then by cohort (every cohort input except the varied one)."""
     units: dict[str, dict[str, Rows]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        key = configuration(row, exclude=[vary]) + repr([row["inputs"][k] for k in TASK_INPUTS[1:]])
-        units[row["task_id"]][key].append(row)
+        units[row["task_id"]][configuration(row, exclude=[vary], keep_task=True)].append(row)
     return units
 
 
 def _differing(a: Rows, b: Rows, vary: str) -> list[str]:
-    first_a, first_b = a[0]["inputs"], b[0]["inputs"]
-    return sorted(k for k in first_a if k != vary and first_a[k] != first_b[k])
+    keys = {k for r in a + b for k in r["inputs"]} - {vary}
+    return sorted(k for k in keys if {_value(r, k) for r in a} != {_value(r, k) for r in b})
+
+
+def _value(row: dict[str, Any], key: str) -> str:
+    return repr(row["inputs"].get(key))
 
 
 def _pair_tasks(
     a_rows: Rows, b_rows: Rows, vary: str
-) -> tuple[list[PairedTask], list[DroppedTask]]:
+) -> tuple[list[PairedTask], list[DroppedTask], Rows, Rows]:
+    """Pair each task over the one cohort both arms share; return pairs, drops, compared rows.
+
+    A task on which the arms share several cohorts (e.g. an original and a regraded
+    generation in both arms) is ambiguous and dropped: pooling them would count it twice.
+    """
     units_a, units_b = _units(a_rows, vary), _units(b_rows, vary)
-    paired, dropped = [], []
+    paired, dropped, compared_a, compared_b = [], [], [], []
     for task in sorted(set(units_a) | set(units_b)):
-        if task not in units_b or task not in units_a:
+        if task not in units_a or task not in units_b:
             missing = "candidate" if task not in units_b else "baseline"
             dropped.append(DroppedTask(task_id=task, reason=f"no attempts in the {missing} arm"))
             continue
-        common = sorted(set(units_a[task]) & set(units_b[task]))
-        if not common:
-            first_a = next(iter(units_a[task].values()))
-            first_b = next(iter(units_b[task].values()))
-            dropped.append(
-                DroppedTask(
-                    task_id=task,
-                    reason="pairing refused: the cohorts differ in more than the varied input",
-                    differing_inputs=_differing(first_a, first_b, vary),
-                )
-            )
+        shared = sorted(set(units_a[task]) & set(units_b[task]))
+        if len(shared) != 1:
+            every_a = [r for rows in units_a[task].values() for r in rows]
+            every_b = [r for rows in units_b[task].values() for r in rows]
+            dropped.append(_unpairable(task, shared, every_a, every_b, vary))
             continue
-        for key in common:
-            a, b = _counts(units_a[task][key]), _counts(units_b[task][key])
-            if a.valid == 0 or b.valid == 0:
-                arm = "baseline" if a.valid == 0 else "candidate"
-                dropped.append(
-                    DroppedTask(task_id=task, reason=f"no valid attempts in the {arm} arm")
-                )
-                continue
-            ra, rb = a.resolved / a.valid, b.resolved / b.valid
-            paired.append(
-                PairedTask(
-                    task_id=task,
-                    baseline=a,
-                    candidate=b,
-                    rate_baseline=ra,
-                    rate_candidate=rb,
-                    difference=rb - ra,
-                )
+        a, b = units_a[task][shared[0]], units_b[task][shared[0]]
+        compared_a += a
+        compared_b += b
+        ca, cb = _counts(a), _counts(b)
+        if ca.valid == 0 or cb.valid == 0:
+            arm = "baseline" if ca.valid == 0 else "candidate"
+            dropped.append(DroppedTask(task_id=task, reason=f"no valid attempts in the {arm} arm"))
+            continue
+        ra, rb = ca.resolved / ca.valid, cb.resolved / cb.valid
+        paired.append(
+            PairedTask(
+                task_id=task,
+                baseline=ca,
+                candidate=cb,
+                rate_baseline=ra,
+                rate_candidate=rb,
+                difference=rb - ra,
             )
-    return paired, dropped
+        )
+    return paired, dropped, compared_a, compared_b
+
+
+def _unpairable(task: str, shared: list[str], a: Rows, b: Rows, vary: str) -> DroppedTask:
+    if not shared:
+        return DroppedTask(
+            task_id=task,
+            reason="pairing refused: the cohorts differ in more than the varied input",
+            differing_inputs=_differing(a, b, vary),
+        )
+    differing = sorted(
+        {k for r in a for k in r["inputs"] if k != vary and len({_value(x, k) for x in a}) > 1}
+    )
+    return DroppedTask(
+        task_id=task,
+        reason=f"ambiguous: the arms share {len(shared)} cohorts on this task; narrow the arms "
+        "(e.g. experiment=…) so each task has one",
+        differing_inputs=differing,
+    )
 
 
 def _arm_summary(selector: Selector, rows: Rows) -> ArmSummary:
@@ -219,10 +233,7 @@ def _compare_pair(
     seed: int,
     resamples: int,
 ) -> dict[str, Any]:
-    shared = {r["task_id"] for r in a_all} & {r["task_id"] for r in b_all}
-    a_rows = [r for r in a_all if r["task_id"] in shared]
-    b_rows = [r for r in b_all if r["task_id"] in shared]
-    paired, dropped = _pair_tasks(a_all, b_all, vary)
+    paired, dropped, a_rows, b_rows = _pair_tasks(a_all, b_all, vary)
     diffs = [t.difference for t in paired]
     summary = stats.paired_difference_summary(diffs)
     interval = stats.paired_bootstrap_ci(diffs, n_resamples=resamples, seed=seed)
@@ -230,15 +241,23 @@ def _compare_pair(
     gained, lost = stats.count_discordant(
         [t.rate_baseline for t in paired], [t.rate_candidate for t in paired]
     )
-    k = _attempts_per_task(paired)
     base_summary, cand_summary = _arm_summary(baseline, a_rows), _arm_summary(candidate, b_rows)
     independence = _independence_p(base_summary.counts, cand_summary.counts)
+    excluded = {"baseline": len(a_all) - len(a_rows), "candidate": len(b_all) - len(b_rows)}
+    warnings = _warnings(base_summary, cand_summary, independence, dropped)
+    if excluded["baseline"] or excluded["candidate"]:
+        warnings.append(
+            f"{excluded['baseline']} baseline and {excluded['candidate']} candidate attempts are "
+            "outside the paired cohorts (tasks in one arm only, other cohorts, ambiguous tasks) "
+            "and are not counted"
+        )
     return {
         "candidate": cand_summary,
         "baseline": base_summary,
+        "excluded_attempts": excluded,
         "tasks": paired,
         "dropped": dropped,
-        "attempts_per_task": k,
+        "attempts_per_task": _attempts_per_task(paired),
         "mean_difference": summary.mean,
         "sd": summary.sd,
         "se": summary.se,
@@ -253,7 +272,7 @@ def _compare_pair(
         "_sign": sign,
         "_mcnemar": (gained, lost, len(paired) - gained - lost),
         "invalid_independence_p": independence,
-        "warnings": _warnings(base_summary, cand_summary, independence, dropped),
+        "warnings": warnings,
     }
 
 

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from registry import stats
+from registry.evidence import INVALID, snapshot_of
 from registry.layers import LayerVersion, store_layer
 from registry.selection import Scope, Selector, SelectorError, configuration, load_evidence
 from registry.store import Store
-from registry.summary import snapshot_of
-from registry_schemas import INVALID_CLASSES, Generator, NoiseFloor
+from registry_schemas import Generator, NoiseFloor
 
 GENERATOR = Generator(name="registry.noise", version="1")
 NOISE_LAYER = "noise"
@@ -35,7 +35,6 @@ DEFAULT_SIMULATIONS = 100_000
 DEFAULT_ATTEMPTS = (1, 2, 3, 5, 10)
 MOVES = (1, 2, 3, 5, 10)
 _CHUNK = 10_000
-_INVALID = {c.value for c in INVALID_CLASSES}
 
 
 def noise_floor(
@@ -112,7 +111,7 @@ def _task_counts(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
     configs = {config for _, config in units}
     counts = {}
     for (task, config), classes in units.items():
-        valid = [c for c in classes if c not in _INVALID]
+        valid = [c for c in classes if c not in INVALID]
         if valid:
             label = task if len(configs) == 1 else f"{task} @{sorted(configs).index(config)}"
             counts[label] = (valid.count("resolved"), len(valid))

@@ -8,24 +8,29 @@ read (the ledger records each segment's task ids).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from registry import stats
-from registry.digest import digest_json
 from registry.errors import ObjectNotFoundError
+from registry.evidence import (
+    INVALID,
+    UNOBSERVED,
+    cost_stats,
+    is_resolved,
+    is_valid,
+    observed_identity,
+    snapshot_of,
+)
 from registry.layers import LayerVersion, read_layer, store_layer
 from registry.query import connect, fetch
 from registry.store import Store
 from registry_schemas import (
-    INVALID_CLASSES,
     CohortReport,
     CommitRef,
-    CostStats,
     ExperimentProvenance,
     Generator,
     Rate,
@@ -43,9 +48,7 @@ GENERATOR_VERSION = "1"
 MAX_K = 10
 SMALL_SAMPLE = 5
 """Fewer valid attempts than this flag a system as a small sample."""
-UNOBSERVED = "unobserved"
 REPORT_LAYER = "report"
-_INVALID = {c.value for c in INVALID_CLASSES}
 _COLUMNS = (
     "attempt_id, cohort_key, experiment_id, task_id, inputs, terminal_class, envelope,"
     " terminal_identity, runtime_seconds, cost_usd, input_tokens, output_tokens,"
@@ -95,11 +98,7 @@ def report_from_rows(task_id: str, rows: Sequence[dict[str, Any]]) -> TaskReport
     cohorts.sort(key=lambda c: (-sum(s.attempts for s in c.systems), c.cohort_key))
     return TaskReport(
         task_id=task_id,
-        snapshot=Snapshot(
-            evidence_digest=digest_json([r["attempt_id"] for r in rows]),
-            attempts=len(rows),
-            last_commit_seq=max(r["commit_seq"] for r in rows),
-        ),
+        snapshot=Snapshot(**snapshot_of(rows)),
         generator=Generator(name=GENERATOR_NAME, version=GENERATOR_VERSION),
         cohorts=cohorts,
     )
@@ -107,10 +106,7 @@ def report_from_rows(task_id: str, rows: Sequence[dict[str, Any]]) -> TaskReport
 
 def system_of(row: dict[str, Any]) -> SystemIdentity:
     """Return the observed system of an attempt row (legacy evidence: provider unobserved)."""
-    envelope = dict(row["envelope"])
-    if row["terminal_identity"] is None:
-        envelope["provider"] = UNOBSERVED
-    return SystemIdentity(**envelope)
+    return SystemIdentity(**observed_identity(row))
 
 
 def _cohort(key: str, rows: list[dict[str, Any]], cohort_of: dict[str, str]) -> CohortReport:
@@ -132,10 +128,9 @@ def _cohort(key: str, rows: list[dict[str, Any]], cohort_of: dict[str, str]) -> 
 
 def _system(identity: SystemIdentity, rows: list[dict[str, Any]]) -> SystemReport:
     classes = [r["terminal_class"] for r in rows]
-    valid = sum(c not in _INVALID for c in classes)
+    valid = sum(c not in INVALID for c in classes)
     ks = range(1, max(1, min(valid, MAX_K)) + 1)
     summary = stats.summarize_outcomes(classes, [r["runtime_seconds"] for r in rows], ks)
-    cost = _known_floats(r["cost_usd"] for r in rows)
     return SystemReport(
         system=identity,
         attempts=summary.attempts_total,
@@ -149,16 +144,11 @@ def _system(identity: SystemIdentity, rows: list[dict[str, Any]]) -> SystemRepor
         runtime_seconds=RuntimeStats(
             mean=summary.runtime.mean, median=summary.runtime.median, p95=summary.runtime.p95
         ),
-        cost_usd=CostStats(
-            total=math.fsum(cost) if cost else None,
-            mean=math.fsum(cost) / len(cost) if cost else None,
-            known=len(cost),
-            unavailable=len(rows) - len(cost),
-        ),
+        cost_usd=cost_stats(r["cost_usd"] for r in rows),
         tokens={name: _tokens(rows, column) for name, column in _TOKEN_FIELDS.items()},
         pass_at_k={str(k): v for k, v in summary.pass_at_k.items()},
         pass_hat_k={str(k): v for k, v in summary.pass_hat_k.items()},
-        undefined=_undefined(summary.valid, len(cost), rows),
+        undefined=_undefined(summary.valid, rows),
         flags=_flags(identity, summary.valid, summary.invalid, len(rows)),
         derived_from=sorted({r["derived_from"] for r in rows if r["derived_from"]}),
         provenance=_provenance(rows),
@@ -172,10 +162,6 @@ def rate_of(interval: stats.Interval | None) -> Rate:
     return Rate(estimate=interval.estimate, low=interval.low, high=interval.high)
 
 
-def _known_floats(values: Iterable[float | None]) -> list[float]:
-    return sorted(v for v in values if v is not None)
-
-
 def _tokens(rows: list[dict[str, Any]], column: str) -> TokenStats:
     known = [r[column] for r in rows if r[column] is not None]
     return TokenStats(
@@ -186,12 +172,12 @@ def _tokens(rows: list[dict[str, Any]], column: str) -> TokenStats:
     )
 
 
-def _undefined(valid: int, known_costs: int, rows: list[dict[str, Any]]) -> dict[str, str]:
+def _undefined(valid: int, rows: list[dict[str, Any]]) -> dict[str, str]:
     reasons = {}
     if valid == 0:
         for name in ("resolved_rate", "consistency", "pass_at_k", "pass_hat_k"):
             reasons[name] = "0 valid attempts (every attempt is infrastructure-invalid)"
-    if known_costs == 0:
+    if all(r["cost_usd"] is None for r in rows):
         reasons["cost_usd"] = "no attempt recorded a cost"
     for name, column in _TOKEN_FIELDS.items():
         if all(r[column] is None for r in rows):
@@ -222,8 +208,8 @@ def _provenance(rows: list[dict[str, Any]]) -> list[ExperimentProvenance]:
             ExperimentProvenance(
                 experiment_id=experiment,
                 attempts=len(members),
-                valid=sum(r["terminal_class"] not in _INVALID for r in members),
-                resolved=sum(r["terminal_class"] == "resolved" for r in members),
+                valid=sum(map(is_valid, members)),
+                resolved=sum(map(is_resolved, members)),
                 commits=[CommitRef(seq=s, digest=d) for s, d in sorted(commits)],
             )
         )

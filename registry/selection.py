@@ -15,11 +15,10 @@ from typing import Any
 import orjson
 
 from registry.errors import RegistryError
+from registry.evidence import ENVELOPE_KEYS, observed_identity
 from registry.query import connect, fetch
-from registry.report import UNOBSERVED
 from registry.store import Store
 
-ENVELOPE_KEYS = ("agent", "agent_version", "provider", "model", "harness_version")
 SELECTOR_KEYS = ("experiment", "plan", "agent_system", *ENVELOPE_KEYS)
 TASK_INPUTS = ("task_id", "case_digest", "source_digest")
 """Cohort inputs that name the task itself; every other input is suite configuration."""
@@ -113,21 +112,18 @@ def load_evidence(store: Store, scope: Scope) -> list[dict[str, Any]]:
 
 
 def observed_system(row: dict[str, Any]) -> tuple[str | None, ...]:
-    """Return the observed identity (provider `unobserved` for legacy evidence)."""
-    envelope = row["envelope"]
-    values = [envelope[k] for k in ENVELOPE_KEYS]
-    if row["terminal_identity"] is None:
-        values[ENVELOPE_KEYS.index("provider")] = UNOBSERVED
-    return tuple(values)
+    """Return the observed identity as a tuple (provider `unobserved` for legacy evidence)."""
+    return tuple(observed_identity(row).values())
 
 
-def configuration(row: dict[str, Any], exclude: Iterable[str] = ()) -> str:
+def configuration(row: dict[str, Any], exclude: Iterable[str] = (), keep_task: bool = False) -> str:
     """Return the suite configuration of an attempt: its cohort inputs minus task inputs.
 
     Attempts pool across tasks only when their configurations are equal; `exclude` drops
-    further inputs (a comparison lets its varied input differ).
+    further inputs (a comparison lets its varied input differ), `keep_task` keeps the task's
+    own inputs (then the result identifies a cohort up to the excluded inputs).
     """
-    skip = set(TASK_INPUTS) | set(exclude)
+    skip = set(exclude) | (set() if keep_task else set(TASK_INPUTS))
     inputs = {k: v for k, v in row["inputs"].items() if k not in skip}
     return orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS).decode()
 

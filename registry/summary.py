@@ -7,7 +7,6 @@ So a regraded generation or a different prompt is its own row, never averaged in
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any
 
@@ -15,10 +14,10 @@ import orjson
 
 from registry import stats
 from registry.digest import digest_json
+from registry.evidence import ENVELOPE_KEYS, cost_stats, is_resolved, is_valid, snapshot_of
 from registry.layers import LayerVersion, store_layer
 from registry.report import rate_of
 from registry.selection import (
-    ENVELOPE_KEYS,
     Scope,
     Selector,
     SelectorError,
@@ -28,8 +27,6 @@ from registry.selection import (
 )
 from registry.store import Store
 from registry_schemas import (
-    INVALID_CLASSES,
-    CostStats,
     Generator,
     PassK,
     RuntimeStats,
@@ -40,7 +37,6 @@ from registry_schemas import (
 GENERATOR = Generator(name="registry.summary", version="1")
 SUMMARY_LAYER = "summary"
 MAX_K = 10
-_INVALID = {c.value for c in INVALID_CLASSES}
 Rows = list[dict[str, Any]]
 
 
@@ -68,16 +64,6 @@ def summarize(store: Store, scope: Scope | None = None, system: Selector | None 
     )
 
 
-def snapshot_of(rows: Rows) -> dict[str, Any]:
-    """Return the evidence snapshot of rows: digest of sorted ids and newest commit."""
-    ids = sorted(r["attempt_id"] for r in rows)
-    return {
-        "evidence_digest": digest_json(ids),
-        "attempts": len(ids),
-        "last_commit_seq": max(r["commit_seq"] for r in rows),
-    }
-
-
 def record_summary(store: Store, summary: Summary) -> tuple[LayerVersion, bool]:
     """Store a summary as a derived layer."""
     document = summary.model_dump(mode="json", by_alias=True)
@@ -90,13 +76,12 @@ def _system(config: str, identity: tuple[str | None, ...], rows: Rows) -> System
     for row in rows:
         by_task[row["task_id"]].append(row)
     tasks = sorted(by_task)
-    resolved = [sum(r["terminal_class"] == "resolved" for r in by_task[t]) for t in tasks]
-    valid = [sum(r["terminal_class"] not in _INVALID for r in by_task[t]) for t in tasks]
+    resolved = [sum(map(is_resolved, by_task[t])) for t in tasks]
+    valid = [sum(map(is_valid, by_task[t])) for t in tasks]
     ks = list(range(1, min(max(valid, default=0), MAX_K) + 1)) or [1]
     agg = stats.system_aggregate(resolved, valid, k_values=ks)
     invalid = len(rows) - sum(valid)
     runtime = stats.runtime_summary(r["runtime_seconds"] for r in rows)
-    costs = sorted(r["cost_usd"] for r in rows if r["cost_usd"] is not None)
     configuration_inputs = orjson.loads(config)
     pooled = agg.naive_pooled_interval
     return SystemSummary(
@@ -117,12 +102,7 @@ def _system(config: str, identity: tuple[str | None, ...], rows: Rows) -> System
         pass_hat_k=_pass_k(agg.pass_hat_k, agg.tasks_excluded, len(tasks)),
         invalid_rate=rate_of(stats.wilson_interval(invalid, len(rows))),
         runtime_seconds=RuntimeStats(mean=runtime.mean, median=runtime.median, p95=runtime.p95),
-        cost_usd=CostStats(
-            total=math.fsum(costs) if costs else None,
-            mean=math.fsum(costs) / len(costs) if costs else None,
-            known=len(costs),
-            unavailable=len(rows) - len(costs),
-        ),
+        cost_usd=cost_stats(r["cost_usd"] for r in rows),
         expected_flips=agg.expected_flips,
     )
 

@@ -106,7 +106,11 @@ class CandidateComparison(BaseModel):
     model_config = _CONFIG
 
     candidate: ArmSummary
+    """The candidate arm over the compared tasks and configuration."""
     baseline: ArmSummary
+    """The baseline arm over the compared tasks and configuration."""
+    excluded_attempts: dict[str, int]
+    """Attempts of each arm not counted: tasks in one arm only, unshared or ambiguous cohorts."""
     tasks: list[PairedTask]
     dropped: list[DroppedTask]
     attempts_per_task: int

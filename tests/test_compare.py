@@ -210,3 +210,28 @@ def test_selector_errors_are_one_line(invoke, root, tmp_path):
     assert result.stderr.startswith("Error: selector 'exp=base': unknown key 'exp'; keys:")
     result = invoke("compare", "--baseline", "experiment=base", "--candidate", "agent=coder")
     assert "both select 1 attempts; make the arms disjoint" in result.stderr
+
+
+def test_a_task_is_never_counted_twice(invoke, root, tmp_path):
+    base = {f"t{i}": ["model_failure"] * 2 for i in range(3)}
+    cand = {f"t{i}": ["resolved"] * 2 for i in range(3)}
+    arms = []
+    for grader in ("g1", "g2"):  # both arms ran every task under two graders
+        arms.append(arm_records("base", BASE_SYSTEM, base, "1", grader_version=grader))
+        arms.append(arm_records("cand", CAND_SYSTEM, cand, "2", grader_version=grader))
+    load(root, tmp_path, *arms)
+    (c,) = run(invoke, "--candidate", "experiment=cand")["comparisons"]
+    assert c["tasks"] == [] and c["verdict"]["code"] == "too_few_tasks"
+    assert [d["reason"].split(":")[0] for d in c["dropped"]] == ["ambiguous"] * 3
+    assert [d["differing_inputs"] for d in c["dropped"]] == [["grader_version"]] * 3
+
+
+def test_arm_counts_cover_only_the_compared_cohorts(invoke, loaded_root):
+    result = invoke("compare", "--baseline", "agent_version=2.3.0", "--candidate",
+                    "agent_version=2.4.0-context-policy", "--format", "json")
+    (c,) = json.loads(result.stdout)["comparisons"]
+    paired_attempts = sum(t["baseline"]["attempts"] for t in c["tasks"])
+    dropped_valid = [d for d in c["dropped"] if d["reason"].startswith("no valid")]
+    assert not dropped_valid and c["baseline"]["counts"]["attempts"] == paired_attempts
+    assert c["excluded_attempts"]["baseline"] == 10  # the regraded generation is not pooled
+    assert "exp-baseline-1102-regrade" not in c["baseline"]["experiments"]
