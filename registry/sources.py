@@ -15,19 +15,20 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import blake3
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import BaseModel, ValidationError
 
 from registry.digest import PREFIX, digest_file, digest_json
 from registry.errors import InputFormatError, InvalidRecordError
 from registry.importers import MODULES, ImportContext, detect_importer, get_importer
-from registry.tables import MAP_FIELDS, parquet_row_count, read_parquet_batches
+from registry.tables import MAP_FIELDS, read_parquet_batches
 from registry_schemas import AttemptRecord, CohortInputs, Envelope
 
 NATIVE_FORMATS = ("jsonl", "json", "parquet")
@@ -315,40 +316,58 @@ def _iter_parquet(source: Source, progress: ProgressFn | None) -> Iterator[tuple
     for chunk in _read_chunks(source, progress):
         del chunk  # hashing pass; the rows are read through pyarrow below
     try:
-        parquet_row_count(source.path)
-        batches = read_parquet_batches(source.path, _PARQUET_BATCH)
         number = 0
-        for batch in batches:
-            _reject_non_finite(source, batch, number)
+        for batch in read_parquet_batches(source.path, _PARQUET_BATCH):
             for row in batch.to_pylist():
                 number += 1
-                yield f"row {number}", _row_json(row)
+                yield f"row {number}", _row_json(source, f"row {number}", row)
     except (pa.ArrowException, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputFormatError(f"{source.label}: not a readable Parquet file ({first})") from None
 
 
-def _row_json(row: dict[str, Any]) -> bytes:
+def _row_json(source: Source, location: str, row: dict[str, Any]) -> bytes:
+    """Return a Parquet row as JSON; values JSON cannot hold exactly are errors, not nulls."""
     for name in MAP_FIELDS:
         if isinstance(row.get(name), list):
             row[name] = dict(row[name])
-    return orjson.dumps(row)
+    for name, value in row.items():
+        _check_value(source, location, name, value)
+    try:
+        return orjson.dumps(row, default=_timestamp_text)
+    except TypeError as exc:
+        raise InvalidRecordError(source.label, location, None, str(exc)) from None
 
 
-def _reject_non_finite(source: Source, batch: pa.RecordBatch, offset: int) -> None:
+def _check_value(source: Source, location: str, path: str, value: Any) -> None:
     # orjson writes NaN as null, which would silently turn a broken cost into "unavailable".
-    for name in batch.schema.names:
-        column = batch.column(name)
-        if not pa.types.is_floating(column.type):
-            continue
-        bad = pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_finite(column), True)))
-        if len(bad):
-            row = offset + bad[0].as_py() + 1
-            value = column[bad[0].as_py()].as_py()
-            shown = "NaN" if math.isnan(value) else str(value)
-            raise InvalidRecordError(
-                source.label, f"row {row}", name, f"Input should be a finite number (got {shown})"
-            )
+    if isinstance(value, float) and not math.isfinite(value):
+        shown = "NaN" if math.isnan(value) else str(value)
+        raise InvalidRecordError(
+            source.label, location, path, f"Input should be a finite number (got {shown})"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_value(source, location, f"{path}.{key}", item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_value(source, location, path, item)
+    elif isinstance(value, Decimal | bytes):
+        kind = "decimal" if isinstance(value, Decimal) else "binary"
+        raise InvalidRecordError(
+            source.label,
+            location,
+            path,
+            f"{kind} values are not part of registry.attempt/1; write strings, 64-bit numbers, "
+            "booleans, structs, lists or timestamps",
+        )
+
+
+def _timestamp_text(value: Any) -> str:
+    # pandas writes timestamp[ns]; pyarrow hands those back as pandas Timestamps.
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"values of type {type(value).__name__} are not part of registry.attempt/1")
 
 
 def _iter_imported(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:

@@ -114,9 +114,3 @@ def read_parquet_batches(path: Path, batch_rows: int) -> Iterable[pa.RecordBatch
     """Yield record batches of any Parquet file (an ingest input)."""
     with pq.ParquetFile(path) as handle:
         yield from handle.iter_batches(batch_size=batch_rows)
-
-
-def parquet_row_count(path: Path) -> int:
-    """Return the number of rows a Parquet file declares."""
-    with pq.ParquetFile(path) as handle:
-        return int(handle.metadata.num_rows)

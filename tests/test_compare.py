@@ -227,8 +227,15 @@ def test_a_task_is_never_counted_twice(invoke, root, tmp_path):
 
 
 def test_arm_counts_cover_only_the_compared_cohorts(invoke, loaded_root):
-    result = invoke("compare", "--baseline", "agent_version=2.3.0", "--candidate",
-                    "agent_version=2.4.0-context-policy", "--format", "json")
+    result = invoke(
+        "compare",
+        "--baseline",
+        "agent_version=2.3.0",
+        "--candidate",
+        "agent_version=2.4.0-context-policy",
+        "--format",
+        "json",
+    )
     (c,) = json.loads(result.stdout)["comparisons"]
     paired_attempts = sum(t["baseline"]["attempts"] for t in c["tasks"])
     dropped_valid = [d for d in c["dropped"] if d["reason"].startswith("no valid")]

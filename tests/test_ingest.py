@@ -195,3 +195,16 @@ def test_hostile_task_ids_stored_and_queried_inside_the_root(tmp_path, root):
         assert got == [(task,)]
     rows = run_query(store, "SELECT count(*) FROM attempts").rows
     assert rows == [(len(HOSTILE),)]
+
+
+def test_parquet_nanosecond_timestamps_as_pandas_writes_them(tmp_path, root):
+    rows = [make_record(repeat_index=i) for i in range(2)]
+    table = pa.Table.from_pylist(rows)
+    for name in ("started_at", "finished_at"):
+        stamps = pa.array(table[name].to_pylist()).cast(pa.timestamp("ns", tz="UTC"))
+        table = table.set_column(table.schema.get_field_index(name), name, stamps)
+    path = tmp_path / "ns.parquet"
+    pq.write_table(table, path)
+    assert ingest(root, [str(path)]).new == 2
+    rows_back = run_query(open_store(root), "SELECT started_at FROM attempts").rows
+    assert {r[0].isoformat() for r in rows_back} == {"2026-11-02T09:00:00+00:00"}

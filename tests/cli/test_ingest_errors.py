@@ -152,3 +152,46 @@ def test_missing_path(invoke, tmp_path):
     result = invoke("ingest", str(tmp_path / "nope.jsonl"))
     assert result.exit_code == 1
     assert result.stderr == f"Error: {tmp_path / 'nope.jsonl'}: no such file or directory\n"
+
+
+def _parquet_with(tmp_path, column: str, array: pa.Array) -> Path:
+    rows = [make_record(repeat_index=i) for i in range(2)]
+    table = pa.Table.from_pylist(rows)
+    index = table.schema.get_field_index(column)
+    table = (
+        table.set_column(index, column, array) if index >= 0 else table.append_column(column, array)
+    )
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def test_parquet_decimal_cost_is_a_clear_error(invoke, root, tmp_path):
+    from decimal import Decimal
+
+    path = _parquet_with(
+        tmp_path, "cost_usd", pa.array([Decimal("0.25"), None], pa.decimal128(10, 4))
+    )
+    result = invoke("ingest", str(path))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {path}:row 1: field 'cost_usd': decimal values")
+    assert not root.exists()
+
+
+def test_parquet_binary_column_is_a_clear_error(invoke, root, tmp_path):
+    path = _parquet_with(tmp_path, "blob", pa.array([b"\x00", b"\x01"]))
+    result = invoke("ingest", str(path))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {path}:row 1: field 'blob': binary values")
+
+
+def test_parquet_nan_inside_budget_is_rejected(invoke, root, tmp_path):
+    rows = [make_record(with_identity=False)]
+    rows[0]["inputs"]["budget"] = {"turns": 50.0, "cost_usd": math.nan}
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    result = invoke("ingest", str(path))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"Error: {path}:row 1: field 'inputs.budget.cost_usd': Input should be a finite number"
+    )
