@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def _default(value: Any) -> Any:
@@ -54,7 +55,9 @@ def to_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def print_table(console: Console, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print rows as a terminal table."""
-    table = Table(*columns, show_lines=False)
-    for row in rows:
-        table.add_row(*(_cell(v) if v is not None else "NULL" for v in row))
+    table = Table(show_lines=False)
+    for column in columns:
+        table.add_column(Text(column))
+    for row in rows:  # cells are evidence, never markup: Text() prints them verbatim
+        table.add_row(*(Text(_cell(v) if v is not None else "NULL") for v in row))
     console.print(table)

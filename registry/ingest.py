@@ -89,7 +89,7 @@ def ingest(
     context = ImportContext(overrides=dict(overrides or {}))
     for source in sources:
         source.context = context
-    fresh = not Path(root, MARKER).exists()
+    fresh, root_existed = not Path(root, MARKER).exists(), Path(root).exists()
     store = open_store(root, create=True)
     tick = progress(sum(s.size for s in sources)) if progress else None
     try:
@@ -105,7 +105,7 @@ def ingest(
             checkpoint("after-commit")
     except BaseException:
         if fresh and ledger.head_seq(store) == 0:
-            remove_empty_store(store)  # a failed first ingest leaves no empty registry behind
+            remove_empty_store(store, remove_root=not root_existed)  # leave no empty registry
         raise
     new = sum(s["rows"] for s in segments)
     return IngestResult(batch.read, new, batch.read - new, commit, sources, context.summary())

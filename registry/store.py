@@ -85,7 +85,7 @@ class Store:
         partial file. The directory is fsynced so the new name survives a crash.
         """
         target = self.resolve(relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_durable_dirs(target.parent)
         _fsync_file(temp_file)
         os.chmod(temp_file, READ_ONLY)
         try:
@@ -136,17 +136,29 @@ def open_store(root: Path, *, create: bool = False) -> Store:
     return store
 
 
-def remove_empty_store(store: Store) -> None:
-    """Remove a registry root that holds nothing but its empty layout.
+def make_durable_dirs(path: Path) -> None:
+    """Create missing directories, fsyncing each parent so the new entries survive a crash."""
+    if path.is_dir():
+        return
+    make_durable_dirs(path.parent)
+    with contextlib.suppress(FileExistsError):  # another writer may have just made it
+        path.mkdir()
+    _fsync_dir(path.parent)
+
+
+def remove_empty_store(store: Store, remove_root: bool) -> None:
+    """Undo the creation of a registry that holds nothing but its empty layout.
 
     Only empty directories are removed (`rmdir` refuses anything else), so a writer that
-    started on the same new root meanwhile never loses a file.
+    started on the same new root meanwhile never loses a file; the root itself is removed
+    only when `remove_root` says this process created it.
     """
     try:
         for sub in _SUBDIRS:
             os.rmdir(store.root / sub)
         (store.root / MARKER).unlink()
-        os.rmdir(store.root)
+        if remove_root:
+            os.rmdir(store.root)
     except OSError:
         return
 

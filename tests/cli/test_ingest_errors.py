@@ -195,3 +195,11 @@ def test_parquet_nan_inside_budget_is_rejected(invoke, root, tmp_path):
     assert result.stderr.startswith(
         f"Error: {path}:row 1: field 'inputs.budget.cost_usd': Input should be a finite number"
     )
+
+
+def test_failed_first_ingest_keeps_a_directory_the_user_made(invoke, root, tmp_path):
+    root.mkdir()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(make_record(cost_usd="x")) + "\n")
+    assert invoke("ingest", str(bad)).exit_code == 1
+    assert root.is_dir() and list(root.iterdir()) == []

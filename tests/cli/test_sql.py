@@ -117,3 +117,15 @@ def test_wilson_macros_match_every_reference_case(loaded_root):
         else:
             assert abs(low - want["low"]) <= case["abs_tol"], case["id"]
             assert abs(high - want["high"]) <= case["abs_tol"], case["id"]
+
+
+def test_evidence_is_printed_verbatim_never_as_markup(invoke, root, tmp_path):
+    from tests.conftest import make_record, write_jsonl
+
+    ids = ["pkg[/]x", "[bold]task[/bold]-1"]
+    path = write_jsonl(tmp_path / "m.jsonl", [make_record(task_id=t) for t in ids])
+    assert invoke("ingest", str(path)).exit_code == 0
+    result = invoke("sql", "SELECT task_id FROM attempts ORDER BY task_id")
+    assert result.exit_code == 0, result.output
+    for task in ids:
+        assert task in result.stdout
