@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -63,12 +64,13 @@ def reports(
     ] = SummaryFormat.table,
 ) -> None:
     """List report versions, newest first."""
+    ctx.obj = {"root": root}  # `registry reports --root R show D` reads R
     if ctx.invoked_subcommand is not None:
         return
     store = registry.open_store(root)
     rows = []
     for version in reversed(registry.list_layers(store, registry.REPORT_LAYER, task)):
-        _, document = registry.read_layer(store, version.digest, registry.REPORT_LAYER)
+        document = registry.layer_document(store, version)
         rows.append(
             {
                 "digest": version.digest,
@@ -90,13 +92,18 @@ def reports(
 
 @reports_app.command("show")
 def reports_show(
+    ctx: typer.Context,
     digest: Annotated[str, typer.Argument(help="Layer digest, or a unique prefix of its hex.")],
-    root: RootOption = DEFAULT_ROOT,
+    root: Annotated[
+        Path | None,
+        typer.Option("--root", help="Registry root (default: the one given to `reports`)."),
+    ] = None,
     output: Annotated[
         ReportFormat, typer.Option("--format", help="Output format.")
     ] = ReportFormat.json,
     output_file: OutputFileOption = None,
 ) -> None:
     """Print one stored report version."""
-    _, stored = registry.load_report(registry.open_store(root), digest)
+    chosen = root or (ctx.obj or {}).get("root", DEFAULT_ROOT)
+    _, stored = registry.load_report(registry.open_store(chosen), digest)
     emit(_render(stored, output), output_file)

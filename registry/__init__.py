@@ -20,7 +20,7 @@ from registry.errors import (
 from registry.importers import parse_overrides
 from registry.ingest import IngestResult, ingest
 from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
-from registry.layers import LayerVersion, list_layers, read_layer
+from registry.layers import LayerVersion, layer_document, list_layers, read_layer
 from registry.ledger import LedgerEntry, read_ledger
 from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
 from registry.query import QueryResult, connect, run_query
@@ -68,6 +68,7 @@ __all__ = [
     "REPORT_LAYER",
     "LayerVersion",
     "build_report",
+    "layer_document",
     "list_layers",
     "load_report",
     "read_layer",

@@ -211,9 +211,9 @@ def _commit(
             checkpoint("after-first-segment-published")
         checkpoint("after-segments-published")
         fields = _commit_fields(batch, sources, segments)
-        prev = _digest_at(batch.store, batch.base_seq)
+        prev = ledger.digest_at(batch.store, batch.base_seq)
         if ledger.try_append(batch.store, batch.base_seq + 1, prev, fields) is not None:
-            entry = ledger.read_entry(batch.store.resolve(ledger.commit_name(batch.base_seq + 1)))
+            entry = ledger.entry_at(batch.store, batch.base_seq + 1)
             return entry, segments
         ledger.backoff()
     raise LedgerConflictError("could not append to the ledger after repeated races")
@@ -237,10 +237,6 @@ def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str,
         if len(remaining):
             kept.append(_describe(batch, batch.cohorts[segment["cohort_key"]], remaining))
     return kept
-
-
-def _digest_at(store: Store, seq: int) -> str | None:
-    return ledger.read_entry(store.resolve(ledger.commit_name(seq))).digest if seq else None
 
 
 def _commit_fields(

@@ -38,18 +38,24 @@ def layer_path(kind: str, digest: str) -> str:
 
 
 def store_layer(store: Store, kind: str, subject: str, document: Any) -> tuple[LayerVersion, bool]:
-    """Store a layer if new and record it in the ledger; return it and whether it was new."""
+    """Store a layer if new and record it in the ledger; return it and whether it was new.
+
+    Concurrent writers of the same document race like ingests: the one that loses sees the
+    winner's commit on its next attempt and records nothing more.
+    """
     data = canonical_json(document)
     digest = digest_bytes(data)
-    existing = [v for v in list_layers(store, kind) if v.digest == digest]
-    if existing:
-        return existing[-1], False
     path = layer_path(kind, digest)
     with store.temp_area() as area:
         store.put_bytes(data, path, area)
+
+    def recorded() -> ledger.LedgerEntry | None:
+        seqs = [v.commit_seq for v in list_layers(store, kind) if v.digest == digest]
+        return ledger.entry_at(store, seqs[0]) if seqs else None
+
     layer = {"kind": kind, "subject": subject, "path": path, "digest": digest}
-    entry = ledger.append(store, {"kind": "layer", "layer": layer})
-    return _version(entry), True
+    entry, created = ledger.append(store, {"kind": "layer", "layer": layer}, already=recorded)
+    return _version(entry), created
 
 
 def list_layers(
@@ -81,11 +87,22 @@ def read_layer(store: Store, digest: str, kind: str | None = None) -> tuple[Laye
     if len(matches) != 1 or not wanted:
         problem = "no layer" if not matches else f"{len(matches)} layers"
         raise ObjectNotFoundError(f"{problem} match '{digest}'; list them with: registry reports")
-    version = matches[0]
-    data = store.resolve(version.path).read_bytes()
+    return matches[0], layer_document(store, matches[0])
+
+
+def layer_document(store: Store, version: LayerVersion) -> Any:
+    """Return the parsed document of a recorded layer, checked against its digest.
+
+    Raises:
+        IntegrityError: the layer file is missing or its bytes no longer match the digest.
+    """
+    try:
+        data = store.resolve(version.path).read_bytes()
+    except OSError:
+        raise IntegrityError(f"{version.path}: missing; run registry verify") from None
     if digest_bytes(data) != version.digest:
         raise IntegrityError(f"{version.path}: altered; its bytes no longer match its digest")
-    return version, orjson.loads(data)
+    return orjson.loads(data)
 
 
 def _version(entry: ledger.LedgerEntry) -> LayerVersion:

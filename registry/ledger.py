@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,17 +103,36 @@ def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any])
     return digest_bytes(data)
 
 
-def append(store: Store, fields: dict[str, Any]) -> LedgerEntry:
+def digest_at(store: Store, seq: int) -> str | None:
+    """Return the digest of commit `seq` (None for 0, the empty ledger)."""
+    return read_entry(store.resolve(commit_name(seq))).digest if seq else None
+
+
+def entry_at(store: Store, seq: int) -> LedgerEntry:
+    """Return commit `seq`."""
+    return read_entry(store.resolve(commit_name(seq)))
+
+
+def append(
+    store: Store,
+    fields: dict[str, Any],
+    already: Callable[[], LedgerEntry | None] | None = None,
+) -> tuple[LedgerEntry, bool]:
     """Append a commit with `fields` at the next free sequence number, retrying races.
+
+    `already`, if given, is asked before every attempt whether an equivalent commit now
+    exists (another writer may have just made it); if so that one is returned instead.
+    Returns the commit and whether this call wrote it.
 
     Raises:
         LedgerConflictError: the race was lost `MAX_ATTEMPTS` times in a row.
     """
     for _ in range(MAX_ATTEMPTS):
         seq = head_seq(store)
-        prev = read_entry(store.resolve(commit_name(seq))).digest if seq else None
-        if try_append(store, seq + 1, prev, fields) is not None:
-            return read_entry(store.resolve(commit_name(seq + 1)))
+        if already is not None and (existing := already()) is not None:
+            return existing, False
+        if try_append(store, seq + 1, digest_at(store, seq), fields) is not None:
+            return entry_at(store, seq + 1), True
         backoff()
     raise LedgerConflictError(f"could not append to the ledger after {MAX_ATTEMPTS} attempts")
 

@@ -151,3 +151,29 @@ def test_concurrent_first_ingest_into_a_root_being_created(root, tmp_path):
     result = registry.ingest(root, [str(path)])
 
     assert result.new == 5
+
+
+@pytest.mark.timeout(30)
+def test_concurrent_reports_on_unchanged_evidence_record_one_layer(root, tmp_path):
+    from tests.conftest import QUICKSTART
+
+    registry.ingest(root, [str(QUICKSTART)])
+    gate, ready = tmp_path / "gate", [tmp_path / f"ready-{i}" for i in range(WRITERS)]
+    args = ["report", "--task", "astropy__astropy-12907", "--root", str(root), "--format", "json"]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", GATED_CLI, str(gate), str(flag), *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for flag in ready
+    ]
+    deadline = time.monotonic() + 20
+    while not all(flag.exists() for flag in ready) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.touch()
+    outputs = [proc.communicate(timeout=25) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), outputs
+    assert len({out for out, _ in outputs}) == 1  # byte-identical reports
+    store = registry.open_store(root)
+    assert len(registry.list_layers(store, "report")) == 1
+    layer_commits = [e for e in registry.read_ledger(store) if e.commit.layer is not None]
+    assert len(layer_commits) == 1
+    assert sum("(new," in err for _, err in outputs) == 1

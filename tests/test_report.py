@@ -250,3 +250,21 @@ def test_report_reads_only_the_tasks_segments(loaded_root, monkeypatch):
     ]
     holding = {"cohort=" + s.cohort_key[7:] for s in segments if TASK in s.task_ids}
     assert set(opened[0]) == holding and len(holding) < len(segments)
+
+
+def test_reports_root_option_reaches_show_and_missing_layer_is_one_line(
+    runner, loaded_root, tmp_path, monkeypatch
+):
+    from registry_cli.main import app
+
+    monkeypatch.chdir(tmp_path)  # no ./.registry here
+    report = registry.record_report(registry.open_store(loaded_root), TASK)[1]
+    shown = runner.invoke(app, ["reports", "--root", str(loaded_root), "show", report.digest])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["task_id"] == TASK
+    path = registry.open_store(loaded_root).resolve(report.path)
+    path.chmod(0o644)
+    path.unlink()
+    listing = runner.invoke(app, ["reports", "--root", str(loaded_root)])
+    assert listing.exit_code == 1
+    assert listing.stderr == f"Error: {report.path}: missing; run registry verify\n"
