@@ -74,8 +74,11 @@ def emit(text: str, output_file: Path | None) -> None:
     """Write rendered text to stdout or to a file."""
     if output_file is None:
         typer.echo(text, nl=False)
-    else:
+        return
+    try:
         output_file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise registry.RegistryError(f"cannot write {output_file}: {exc.strerror}") from None
 
 
 def announce_layer(layer: registry.LayerVersion, created: bool, to_stderr: bool) -> None:

@@ -43,8 +43,10 @@ def compare(
     vary: Annotated[
         str, typer.Option("--vary", help="The one cohort input the arms may differ in.")
     ] = "agent_system_digest",
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (recorded).")] = 0,
-    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Bootstrap seed (recorded).")] = 0,
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=1, help="Bootstrap resamples.")
+    ] = 10_000,
     output: Annotated[
         ReportFormat, typer.Option("--format", help="Output format.")
     ] = ReportFormat.table,
@@ -107,12 +109,14 @@ def noise(
     plan: PlanOption = None,
     experiment: ExperimentOption = None,
     simulations: Annotated[
-        int, typer.Option("--simulations", help="Simulated pairs of identical runs.")
+        int, typer.Option("--simulations", min=1, help="Simulated pairs of identical runs.")
     ] = registry.DEFAULT_SIMULATIONS,
-    seed: Annotated[int, typer.Option("--seed", help="Simulation seed (recorded).")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Simulation seed (recorded).")] = 0,
     attempts: Annotated[
         list[int] | None,
-        typer.Option("--attempts", help="Attempts per task to give the MDD for (repeatable)."),
+        typer.Option(
+            "--attempts", min=1, help="Attempts per task to give the MDD for (repeatable)."
+        ),
     ] = None,
     output: Annotated[
         SummaryFormat, typer.Option("--format", help="Output format.")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import blake3
 import orjson
@@ -183,8 +183,8 @@ def _detect(path: Path) -> str:
         head = handle.read(4096)
     if head.startswith(b"PAR1"):
         return "parquet"
-    if by_suffix == "json" and head.lstrip()[:1] != b"[":
-        return "jsonl"  # a .json file holding one object (or one per line)
+    if by_suffix == "json" and head.lstrip()[:1] != b"[" and _first_line_is_object(path):
+        return "jsonl"  # a .json file holding one object per line
     if by_suffix:
         return by_suffix
     first = head.lstrip()[:1]
@@ -195,6 +195,18 @@ def _detect(path: Path) -> str:
     raise InputFormatError(
         f"{path}: cannot tell the format; name it .jsonl, .json or .parquet or pass --format"
     )
+
+
+def _first_line_is_object(path: Path) -> bool:
+    """Whether a file's first non-blank line is a whole JSON object (JSON Lines, not pretty)."""
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    return isinstance(orjson.loads(line), dict)
+                except orjson.JSONDecodeError:
+                    return False
+    return True
 
 
 def _open_binary(source: Source) -> BinaryIO:
@@ -240,68 +252,66 @@ def _jsonl_item(source: Source, number: int, line: bytes) -> tuple[str, bytes] |
 
 
 def _iter_json_array(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
-    """Stream the elements of a top-level JSON array without loading the whole file."""
+    """Stream a top-level JSON array (or one object) without loading the whole file.
+
+    A small state machine over decoded text: `open` expects `[` (or `{` for a single record),
+    `first` a value or `]`, `value` a value, `sep` a `,` or `]`, `end` only whitespace.
+    """
     decoder = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")()
     chunks = _read_chunks(source, progress)
-    text, line, index, started, done = "", 1, 0, False, False
-    eof = False
-    while not done:
-        if not eof:
+    text, state, line, index, eof = "", "open", 1, 0, False
+    while not eof:
+        try:
+            text += utf8.decode(next(chunks))
+        except StopIteration:
+            eof = True
+        except UnicodeDecodeError:
+            _malformed(source, line, "invalid UTF-8; inputs must be UTF-8")
+        if eof:
             try:
-                raw = next(chunks)
-                text += utf8.decode(raw)
-            except StopIteration:
-                eof = True
                 text += utf8.decode(b"", final=True)
             except UnicodeDecodeError:
-                raise InvalidRecordError(
-                    source.label, f"line {line}", None, "invalid UTF-8; inputs must be UTF-8"
-                ) from None
+                _malformed(source, line, "invalid UTF-8; inputs must be UTF-8")
         pos = 0
         while True:
             pos, line = _skip_space(text, pos, line)
             if pos >= len(text):
                 break
-            if not started:
-                if text[pos] != "[":
-                    raise InvalidRecordError(
-                        source.label,
-                        f"line {line}",
-                        None,
-                        "malformed JSON (expected a top-level array)",
-                    )
-                started, pos = True, pos + 1
-                continue
-            if text[pos] == "]":
-                done, pos = True, pos + 1
-                break
-            if text[pos] == "," and index > 0:
-                pos += 1
-                continue
-            try:
-                _, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as exc:
-                if not eof:
-                    break  # the element may continue in the next chunk
-                raise InvalidRecordError(
-                    source.label, f"line {line}", None, f"malformed JSON ({exc.msg})"
-                ) from None
-            index += 1
-            yield f"line {line} (item {index})", text[pos:end].encode()
-            line += text.count("\n", pos, end)
-            pos = end
+            char = text[pos]
+            if state == "open" and char == "[":
+                state, pos = "first", pos + 1
+            elif state in ("first", "sep") and char == "]":
+                state, pos = "end", pos + 1
+            elif state == "sep" and char == ",":
+                state, pos = "value", pos + 1
+            elif state in ("first", "value") or (state == "open" and char == "{"):
+                try:
+                    _, end = decoder.raw_decode(text, pos)
+                except json.JSONDecodeError as exc:
+                    if not eof:
+                        break  # the element may continue in the next chunk
+                    _malformed(source, line, exc.msg)
+                index += 1
+                yield f"line {line} (item {index})", text[pos:end].encode()
+                line += text.count("\n", pos, end)
+                pos, state = end, "end" if state == "open" else "sep"
+            else:
+                _malformed(source, line, _JSON_EXPECTED[state] + f", found {char!r}")
         text = text[pos:]
-        if eof and not done:
-            raise InvalidRecordError(
-                source.label, f"line {line}", None, "malformed JSON (unterminated array)"
-            )
-    trailing, _ = _skip_space(text, 0, line)
-    rest = text[trailing:] + "".join(utf8.decode(c) for c in chunks)
-    if rest.strip():
-        raise InvalidRecordError(
-            source.label, f"line {line}", None, "malformed JSON (data after the closing bracket)"
-        )
+    if state not in ("end", "open"):
+        _malformed(source, line, "unterminated array")
+
+
+_JSON_EXPECTED = {
+    "open": "expected a top-level array or object",
+    "sep": "expected ',' or ']' between items",
+    "end": "data after the end of the JSON value",
+}
+
+
+def _malformed(source: Source, line: int, problem: str) -> NoReturn:
+    raise InvalidRecordError(source.label, f"line {line}", None, f"malformed JSON ({problem})")
 
 
 def _skip_space(text: str, pos: int, line: int) -> tuple[int, int]:

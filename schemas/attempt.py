@@ -87,15 +87,26 @@ def _check_json_value(value: Any) -> Any:
     raise ValueError(f"{type(value).__name__} is not a JSON value")
 
 
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
 def _require_timestamp_text(value: Any) -> Any:
-    # Lax datetime parsing would accept Unix numbers; the contract says RFC 3339 text.
-    if isinstance(value, str | datetime) or value is None:
+    # Lax datetime parsing would accept Unix numbers (even as strings); the contract says
+    # RFC 3339 text with an offset.
+    if value is None or isinstance(value, datetime):
         return value
-    raise ValueError("must be an RFC 3339 timestamp string with an offset")
+    if isinstance(value, str) and _RFC3339.fullmatch(value):
+        return value
+    raise ValueError("must be an RFC 3339 timestamp with an offset, e.g. 2026-11-02T09:00:00Z")
 
 
 def _to_utc(value: datetime | None) -> datetime | None:
-    return None if value is None else value.astimezone(UTC)
+    if value is None:
+        return None
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp is out of range once converted to UTC") from None
 
 
 def format_timestamp(value: datetime) -> str:

@@ -161,8 +161,12 @@ def test_concurrent_reports_on_unchanged_evidence_record_one_layer(root, tmp_pat
     gate, ready = tmp_path / "gate", [tmp_path / f"ready-{i}" for i in range(WRITERS)]
     args = ["report", "--task", "astropy__astropy-12907", "--root", str(root), "--format", "json"]
     procs = [
-        subprocess.Popen([sys.executable, "-c", GATED_CLI, str(gate), str(flag), *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", GATED_CLI, str(gate), str(flag), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for flag in ready
     ]
     deadline = time.monotonic() + 20

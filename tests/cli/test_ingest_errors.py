@@ -203,3 +203,33 @@ def test_failed_first_ingest_keeps_a_directory_the_user_made(invoke, root, tmp_p
     bad.write_text(json.dumps(make_record(cost_usd="x")) + "\n")
     assert invoke("ingest", str(bad)).exit_code == 1
     assert root.is_dir() and list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[{r},,]", "malformed JSON (Expecting value"),
+        ("[{r} {r}]", "malformed JSON (expected ',' or ']' between items, found '{')"),
+        ("[{r},]", "malformed JSON (Expecting value"),
+        ("[{r}] x", "malformed JSON (data after the end of the JSON value, found 'x')"),
+        ("x", "malformed JSON (expected a top-level array or object, found 'x')"),
+        ("[{r}", "malformed JSON (unterminated array)"),
+    ],
+    ids=["double-comma", "missing-comma", "trailing-comma", "trailing-data", "not-json",
+         "unterminated"],
+)
+def test_json_array_must_be_well_formed(text, problem, invoke, root, tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(text.replace("{r}", GOOD))
+    result = invoke("ingest", str(path), "--format", "json")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {path}:line 1: {problem}"), result.stderr
+    assert not root.exists()
+
+
+def test_pretty_printed_single_object_json_is_one_record(invoke, root, tmp_path):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(make_record(), indent=2))
+    result = invoke("ingest", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["new"] == 1
