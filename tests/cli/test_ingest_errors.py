@@ -215,8 +215,14 @@ def test_failed_first_ingest_keeps_a_directory_the_user_made(invoke, root, tmp_p
         ("x", "malformed JSON (expected a top-level array or object, found 'x')"),
         ("[{r}", "malformed JSON (unterminated array)"),
     ],
-    ids=["double-comma", "missing-comma", "trailing-comma", "trailing-data", "not-json",
-         "unterminated"],
+    ids=[
+        "double-comma",
+        "missing-comma",
+        "trailing-comma",
+        "trailing-data",
+        "not-json",
+        "unterminated",
+    ],
 )
 def test_json_array_must_be_well_formed(text, problem, invoke, root, tmp_path):
     path = tmp_path / "a.json"
