@@ -137,8 +137,21 @@ def validate_payload(source: Source, location: str, payload: bytes) -> AttemptRe
     try:
         return AttemptRecord.model_validate_json(payload)
     except ValidationError as exc:
-        field_name, problem = describe_error(exc.errors()[0])
+        field_name, problem = describe_error(_most_telling(exc.errors()))
         raise InvalidRecordError(source.label, location, field_name, problem) from None
+
+
+_ERROR_PRIORITY = {"json_invalid": 0, "extra_forbidden": 1}
+
+
+def _most_telling(errors: list[Any]) -> Any:
+    """Return the error to show: malformed JSON, then an unknown field, then the first other.
+
+    A typo'd field also produces a "missing" error for the field it meant; the unknown field
+    (with its did-you-mean hint) explains both. Pydantic's own order varies between versions.
+    """
+    ranked = sorted(enumerate(errors), key=lambda e: (_ERROR_PRIORITY.get(e[1]["type"], 2), e[0]))
+    return ranked[0][1]
 
 
 def describe_error(error: Any) -> tuple[str | None, str]:
