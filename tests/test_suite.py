@@ -159,3 +159,12 @@ def test_summary_on_the_quickstart(invoke, loaded_root):
     result = invoke("summary", "--system", "agent_version=2.4.0-context-policy")
     assert result.exit_code == 0, result.output
     assert "coder 2.4.0-context-policy" in result.stdout and QUICKSTART.exists()
+
+
+def test_summary_is_a_deterministic_layer(invoke, loaded_root):
+    first = invoke("summary", "--format", "json")
+    second = invoke("summary", "--format", "json")
+    assert first.exit_code == 0 and first.stdout == second.stdout
+    assert "(new," in first.stderr and "unchanged evidence" in second.stderr
+    store = registry.open_store(loaded_root)
+    assert len(registry.list_layers(store, "summary")) == 1
