@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
 import registry
 
@@ -21,16 +24,39 @@ from .options import (
 )
 from .output import print_table, to_json
 
+RENDERERS: dict[tuple[str, ReportFormat], Callable[[Any], str]] = {
+    ("report", ReportFormat.table): registry.render_table,
+    ("report", ReportFormat.markdown): registry.render_markdown,
+    ("report", ReportFormat.html): registry.render_html,
+    ("comparison", ReportFormat.table): registry.render_comparison_table,
+    ("comparison", ReportFormat.markdown): registry.render_comparison_markdown,
+    ("comparison", ReportFormat.html): registry.render_comparison_html,
+    ("summary", ReportFormat.table): registry.render_summary_table,
+    ("noise", ReportFormat.table): registry.render_noise_table,
+}
+"""How each layer kind renders; JSON is every kind's document."""
 
-def _render(report: Any, output: ReportFormat) -> str:
+
+def _render(layer: BaseModel, output: ReportFormat, kind: str = "report") -> str:
     if output is ReportFormat.json:
-        return to_json(registry.report_document(report)) + "\n"
-    renderers = {
-        ReportFormat.table: registry.render_table,
-        ReportFormat.markdown: registry.render_markdown,
-        ReportFormat.html: registry.render_html,
-    }
-    return renderers[output](report)
+        return to_json(layer.model_dump(mode="json", by_alias=True)) + "\n"
+    renderer = RENDERERS.get((kind, output))
+    if renderer is None:
+        raise registry.RegistryError(
+            f"a {kind} layer has no {output} rendering; use --format json"
+            + (" or table" if (kind, ReportFormat.table) in RENDERERS else "")
+        )
+    return renderer(layer)
+
+
+class LayerKind(StrEnum):
+    """Kinds of derived layer `registry reports` can list."""
+
+    all = "all"
+    report = "report"
+    comparison = "comparison"
+    summary = "summary"
+    noise = "noise"
 
 
 def report(
@@ -49,7 +75,7 @@ def report(
 
 
 reports_app = typer.Typer(
-    help="List and show stored report layers (every version stays readable).",
+    help="List and show stored derived layers (every version stays readable).",
     invoke_without_command=True,
 )
 
@@ -58,23 +84,30 @@ reports_app = typer.Typer(
 def reports(
     ctx: typer.Context,
     task: Annotated[str | None, typer.Option("--task", help="Only this task's reports.")] = None,
+    kind: Annotated[
+        LayerKind, typer.Option("--kind", help="Only layers of this kind.")
+    ] = LayerKind.all,
     root: RootOption = DEFAULT_ROOT,
     output: Annotated[
         SummaryFormat, typer.Option("--format", help="Output format.")
     ] = SummaryFormat.table,
 ) -> None:
-    """List report versions, newest first."""
+    """List derived layers (reports, comparisons, summaries, noise floors), newest first."""
     ctx.obj = {"root": root}  # `registry reports --root R show D` reads R
     if ctx.invoked_subcommand is not None:
         return
     store = registry.open_store(root)
     rows = []
-    for version in reversed(registry.list_layers(store, registry.REPORT_LAYER, task)):
+    chosen_kind = None if kind is LayerKind.all else kind.value
+    if task is not None:
+        chosen_kind = registry.REPORT_LAYER
+    for version in reversed(registry.list_layers(store, chosen_kind, task)):
         document = registry.layer_document(store, version)
         rows.append(
             {
                 "digest": version.digest,
-                "task_id": version.subject,
+                "kind": version.kind,
+                "subject": version.subject,
                 "commit_seq": version.commit_seq,
                 "created_at": version.created_at,
                 "evidence_digest": document["snapshot"]["evidence_digest"],
@@ -85,7 +118,15 @@ def reports(
     if output is SummaryFormat.json:
         typer.echo(to_json(rows))
         return
-    columns = ["digest", "task_id", "commit_seq", "created_at", "attempts", "last_commit_seq"]
+    columns = [
+        "digest",
+        "kind",
+        "subject",
+        "commit_seq",
+        "created_at",
+        "attempts",
+        "last_commit_seq",
+    ]
     shown = [[registry.short(r["digest"])] + [r[c] for c in columns[1:]] for r in rows]
     print_table(stdout, columns, shown)
 
@@ -103,7 +144,7 @@ def reports_show(
     ] = ReportFormat.json,
     output_file: OutputFileOption = None,
 ) -> None:
-    """Print one stored report version."""
+    """Print one stored layer version (a report, comparison, summary or noise floor)."""
     chosen = root or (ctx.obj or {}).get("root", DEFAULT_ROOT)
-    _, stored = registry.load_report(registry.open_store(chosen), digest)
-    emit(_render(stored, output), output_file)
+    version, stored = registry.load_layer(registry.open_store(chosen), digest)
+    emit(_render(stored, output, version.kind), output_file)

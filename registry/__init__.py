@@ -20,7 +20,14 @@ from registry.errors import (
 from registry.importers import parse_overrides
 from registry.ingest import IngestResult, ingest
 from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
-from registry.layers import LayerVersion, layer_document, list_layers, read_layer
+from registry.layers import (
+    LAYER_MODELS,
+    LayerVersion,
+    layer_document,
+    list_layers,
+    load_layer,
+    read_layer,
+)
 from registry.ledger import LedgerEntry, read_ledger
 from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
 from registry.query import QueryResult, connect, run_query
@@ -45,6 +52,8 @@ from registry.summary import record_summary, summarize
 from registry.verify import VerifyReport, verify
 
 __all__ = [
+    "LAYER_MODELS",
+    "load_layer",
     "parse_overrides",
     "COMPARISON_LAYER",
     "DEFAULT_ATTEMPTS",

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from registry import ledger
 from registry.canonical import canonical_json
 from registry.digest import digest_bytes, hex_of
 from registry.errors import IntegrityError, ObjectNotFoundError
 from registry.store import Store
+from registry_schemas import Comparison, NoiseFloor, Summary, TaskReport
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,29 @@ def layer_document(store: Store, version: LayerVersion) -> Any:
     if digest_bytes(data) != version.digest:
         raise IntegrityError(f"{version.path}: altered; its bytes no longer match its digest")
     return orjson.loads(data)
+
+
+LAYER_MODELS: dict[str, type[BaseModel]] = {
+    "report": TaskReport,
+    "comparison": Comparison,
+    "summary": Summary,
+    "noise": NoiseFloor,
+}
+"""Layer kind -> the model of its document."""
+
+
+def load_layer(store: Store, digest: str) -> tuple[LayerVersion, BaseModel]:
+    """Return a stored layer of any kind, by digest or unique prefix, as its model.
+
+    Raises:
+        ObjectNotFoundError: no layer matches, or the prefix is ambiguous.
+        IntegrityError: the stored bytes no longer match the digest.
+    """
+    version, document = read_layer(store, digest)
+    model = LAYER_MODELS.get(version.kind)
+    if model is None:
+        raise IntegrityError(f"{version.path}: unknown layer kind '{version.kind}'")
+    return version, model.model_validate(document)
 
 
 def _version(entry: ledger.LedgerEntry) -> LayerVersion:

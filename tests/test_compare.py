@@ -242,3 +242,33 @@ def test_arm_counts_cover_only_the_compared_cohorts(invoke, loaded_root):
     assert not dropped_valid and c["baseline"]["counts"]["attempts"] == paired_attempts
     assert c["excluded_attempts"]["baseline"] == 10  # the regraded generation is not pooled
     assert "exp-baseline-1102-regrade" not in c["baseline"]["experiments"]
+
+
+def test_every_layer_kind_is_listed_and_shown(invoke, loaded_root):
+    args = (
+        "--baseline",
+        "agent_version=2.3.0",
+        "--candidate",
+        "agent_version=2.4.0-context-policy",
+    )
+    assert invoke("compare", *args).exit_code == 0
+    assert invoke("summary").exit_code == 0
+    assert (
+        invoke("noise", "--system", "agent_version=2.3.0", "--simulations", "2000").exit_code == 0
+    )
+    assert invoke("report", "--task", "django__django-11099").exit_code == 0
+    listing = json.loads(invoke("reports", "--format", "json").stdout)
+    assert [r["kind"] for r in listing] == ["report", "noise", "summary", "comparison"]
+    only = json.loads(invoke("reports", "--kind", "comparison", "--format", "json").stdout)
+    assert [r["kind"] for r in only] == ["comparison"]
+    shown = invoke("reports", "show", only[0]["digest"], "--format", "table")
+    assert shown.exit_code == 0 and shown.stdout.startswith(
+        "Comparison against agent_version=2.3.0"
+    )
+    summary = next(r for r in listing if r["kind"] == "summary")
+    refused = invoke("reports", "show", summary["digest"], "--format", "html")
+    assert refused.exit_code == 1
+    assert (
+        refused.stderr
+        == "Error: a summary layer has no html rendering; use --format json or table\n"
+    )
