@@ -9,7 +9,7 @@ A selector is `key=value[,key=value…]` over these keys: `experiment`, `plan`, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -55,13 +55,6 @@ class Scope:
     def describe(self) -> dict[str, Any]:
         """Return the scope as JSON."""
         return {"tasks": list(self.tasks), "plan": self.plan, "experiment": self.experiment}
-
-
-@dataclass
-class Evidence:
-    """Attempt rows in a scope, ordered by attempt id."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 def parse_selector(text: str) -> Selector:

@@ -50,11 +50,6 @@ class Store:
         return self.root / "ledger"
 
     @property
-    def layers_dir(self) -> Path:
-        """Directory holding derived layers."""
-        return self.root / "layers"
-
-    @property
     def tmp_dir(self) -> Path:
         """Parent of every writer's temporary area."""
         return self.root / "tmp"
