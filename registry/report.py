@@ -26,7 +26,7 @@ from registry.evidence import (
     snapshot_of,
 )
 from registry.layers import LayerVersion, read_layer, store_layer
-from registry.query import connect, fetch
+from registry.selection import Scope, load_evidence
 from registry.store import Store
 from registry_schemas import (
     CohortReport,
@@ -49,11 +49,6 @@ MAX_K = 10
 SMALL_SAMPLE = 5
 """Fewer valid attempts than this flag a system as a small sample."""
 REPORT_LAYER = "report"
-_COLUMNS = (
-    "attempt_id, cohort_key, experiment_id, task_id, inputs, terminal_class, envelope,"
-    " terminal_identity, runtime_seconds, cost_usd, input_tokens, output_tokens,"
-    " cached_input_tokens, derived_from, commit_seq, commit_digest"
-)
 _TOKEN_FIELDS = {
     "input": "input_tokens",
     "output": "output_tokens",
@@ -77,14 +72,11 @@ def build_report(store: Store, task_id: str) -> TaskReport:
 
 
 def read_task_rows(store: Store, task_id: str) -> list[dict[str, Any]]:
-    """Return every visible attempt of a task as dicts, ordered by attempt id."""
-    con = connect(store, task_ids=[task_id])
-    try:
-        sql = f"SELECT {_COLUMNS} FROM attempts WHERE task_id = ? ORDER BY attempt_id"
-        result = fetch(con, sql, [task_id])
-    finally:
-        con.close()
-    return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+    """Return every visible attempt of a task as dicts, ordered by attempt id.
+
+    Only the segments holding the task are read (the ledger records each segment's tasks).
+    """
+    return load_evidence(store, Scope(tasks=(task_id,)))
 
 
 def report_from_rows(task_id: str, rows: Sequence[dict[str, Any]]) -> TaskReport:
@@ -116,7 +108,7 @@ def _cohort(key: str, rows: list[dict[str, Any]], cohort_of: dict[str, str]) -> 
     systems = [_system(identity, members) for identity, members in groups.items()]
     systems.sort(key=lambda s: (-s.attempts, s.system.model_dump_json()))
     first = rows[0]
-    inputs = {**first["inputs"], "budget": orjson.loads(first["inputs"]["budget"])}
+    inputs = first["inputs"]
     regraded = {r["derived_from"] for r in rows if r["derived_from"]}
     return CohortReport(
         cohort_key=key,

@@ -24,7 +24,8 @@ TASK_INPUTS = ("task_id", "case_digest", "source_digest")
 """Cohort inputs that name the task itself; every other input is suite configuration."""
 _COLUMNS = (
     "attempt_id, task_id, cohort_key, experiment_id, plan_id, inputs, terminal_class, envelope,"
-    " terminal_identity, runtime_seconds, cost_usd, commit_seq"
+    " terminal_identity, runtime_seconds, cost_usd, input_tokens, output_tokens,"
+    " cached_input_tokens, derived_from, commit_seq, commit_digest"
 )
 
 

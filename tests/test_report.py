@@ -243,7 +243,7 @@ def test_report_reads_only_the_tasks_segments(loaded_root, monkeypatch):
         )
         return con
 
-    monkeypatch.setattr("registry.report.connect", spy)
+    monkeypatch.setattr("registry.selection.connect", spy)
     registry.build_report(registry.open_store(loaded_root), TASK)
     segments = [
         s for e in registry.read_ledger(registry.open_store(loaded_root)) for s in e.commit.segments

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from registry.errors import InputFormatError
+from registry.keys import cohort_key_of, terminal_identity_of
 from registry_schemas import CohortInputs
 
 UNKNOWN = "unknown"
@@ -123,7 +124,5 @@ def with_identity(record: dict[str, Any]) -> dict[str, Any]:
     Importers read the envelope from the harness's own output (what actually ran), so the
     imported evidence is observed, not legacy: it carries a terminal identity.
     """
-    from registry.keys import cohort_key_of, terminal_identity_of
-
     cohort = cohort_key_of(record["task_id"], record["inputs"])
     return {**record, "terminal_identity": terminal_identity_of(record, cohort)}
