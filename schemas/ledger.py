@@ -59,6 +59,19 @@ class LayerEntry(BaseModel):
     """blake3 of the layer's canonical JSON bytes."""
 
 
+class RetractionEntry(BaseModel):
+    """Attempts a `retraction` commit withdraws from every view; their bytes stay."""
+
+    model_config = _STRICT
+
+    attempt_ids: list[Digest] = Field(min_length=1)
+    """Attempt ids retracted by this commit, sorted, none retracted by an earlier commit."""
+    reason: str = Field(min_length=1)
+    """Why the attempts were withdrawn, as the user gave it."""
+    commit_seq: int | None = None
+    """The ingest commit retracted as a whole, or null when attempts were named one by one."""
+
+
 class Commit(BaseModel):
     """A ledger entry: sequence-numbered, hash-chained to its predecessor."""
 
@@ -70,8 +83,8 @@ class Commit(BaseModel):
     """Sequence number, starting at 1 with no gaps."""
     prev: Digest | None
     """Digest of the previous commit's bytes; null for the first commit."""
-    kind: Literal["ingest", "layer"]
-    """`ingest` adds attempts; `layer` records a derived layer."""
+    kind: Literal["ingest", "layer", "retraction"]
+    """`ingest` adds attempts; `layer` records a derived layer; `retraction` withdraws attempts."""
     created_at: str
     """UTC time the commit was written (RFC 3339)."""
     sources: list[SourceEntry] = Field(default_factory=list)
@@ -86,3 +99,5 @@ class Commit(BaseModel):
     """Attempts an ingest found already present."""
     layer: LayerEntry | None = None
     """The derived layer a `layer` commit records."""
+    retraction: RetractionEntry | None = None
+    """The attempts a `retraction` commit withdraws, and why."""
