@@ -1,7 +1,9 @@
 """`registry verify`: re-hash every object, re-derive every attempt id, walk the ledger chain.
 
 Problems (exit 1): a commit that does not parse, a gap or a broken link in the chain, a
-missing or altered segment or layer, a row whose content no longer yields its attempt id.
+missing or altered segment or layer, a row whose content no longer yields its attempt id, a
+retraction naming an attempt that no earlier commit added (or not in the commit it names).
+Retracted attempts are still checked like every other: a retraction withdraws, never deletes.
 Unreferenced files are listed separately: an interrupted or in-flight writer leaves fully
 written objects that no commit names yet; queries never read them, so they are not damage.
 """
@@ -16,6 +18,7 @@ from registry import ledger
 from registry.digest import digest_file
 from registry.errors import IntegrityError
 from registry.keys import derive_keys
+from registry.retract import retracted_ids
 from registry.store import MARKER, Store
 from registry.tables import read_segment, table_to_records
 from registry_schemas import Commit, SegmentEntry
@@ -29,6 +32,10 @@ class VerifyReport:
     segments: int = 0
     attempts: int = 0
     layers: int = 0
+    retractions: int = 0
+    """Retraction commits checked."""
+    retracted: int = 0
+    """Distinct attempts the retraction commits withdraw."""
     problems: list[str] = field(default_factory=list)
     unreferenced: list[str] = field(default_factory=list)
 
@@ -43,17 +50,88 @@ def verify(store: Store) -> VerifyReport:
     report = VerifyReport()
     referenced = {MARKER}
     entries = _walk_chain(store, report)
+    retractions = _Retractions(entries)
     for entry in entries:
         referenced.add(ledger.commit_name(entry.seq))
+        retractions.check(entry, report)
         for segment in entry.commit.segments:
             referenced.add(segment.path)
-            _check_segment(store, segment, report)
+            retractions.add(entry.seq, _check_segment(store, segment, report))
         if entry.commit.layer is not None:
             referenced.add(entry.commit.layer.path)
             _check_object(store, entry.commit.layer.path, entry.commit.layer.digest, report)
             report.layers += 1
     report.unreferenced = _unreferenced(store, referenced)
+    report.retracted = len(retracted_ids(entries))
     return report
+
+
+class _Retractions:
+    """Checks each retraction against the attempts the commits before it added.
+
+    Only the ids some retraction names are remembered, with the commits holding them, so
+    memory follows the retractions, not the size of the registry.
+    """
+
+    def __init__(self, entries: list[ledger.LedgerEntry]) -> None:
+        self.named = {
+            attempt_id
+            for entry in entries
+            if entry.commit.retraction is not None
+            for attempt_id in entry.commit.retraction.attempt_ids
+        }
+        self.kinds = {entry.seq: entry.commit.kind for entry in entries}
+        self.added: dict[str, set[int]] = {}
+        self.damaged: set[int] = set()
+
+    def add(self, seq: int, attempt_ids: list[str] | None) -> None:
+        """Record the ids a segment of commit `seq` holds (None: it could not be read)."""
+        if attempt_ids is None:
+            self.damaged.add(seq)
+            return
+        for attempt_id in attempt_ids:
+            if attempt_id in self.named:
+                self.added.setdefault(attempt_id, set()).add(seq)
+
+    def check(self, entry: ledger.LedgerEntry, report: VerifyReport) -> None:
+        """Check one commit's retraction (before its own segments are added)."""
+        commit, relative = entry.commit, ledger.commit_name(entry.seq)
+        retraction = commit.retraction
+        if (commit.kind == "retraction") != (retraction is not None):
+            what = "names no attempts" if retraction is None else "is not a retraction"
+            report.problems.append(
+                f"{relative}: kind {commit.kind} but the retraction field {what}"
+            )
+        if retraction is None:
+            return
+        report.retractions += 1
+        if commit.segments or commit.sources or commit.layer is not None:
+            report.problems.append(f"{relative}: a retraction commit also adds evidence")
+        if retraction.attempt_ids != sorted(set(retraction.attempt_ids)):
+            report.problems.append(f"{relative}: retracted attempt ids not sorted and unique")
+        if self.damaged:  # the damage is reported already; ids in it cannot be told apart
+            return
+        unknown = [i for i in retraction.attempt_ids if not self.added.get(i)]
+        if unknown:
+            more = f" and {len(unknown) - 1} more" if unknown[1:] else ""
+            report.problems.append(
+                f"{relative}: retracts attempt {unknown[0]}{more}, which no earlier commit added"
+            )
+        target = retraction.commit_seq
+        if target is None:
+            return
+        if target >= entry.seq or self.kinds.get(target) != "ingest":
+            report.problems.append(
+                f"{relative}: retracts commit {target}, which is not an earlier ingest commit"
+            )
+            return
+        outside = [i for i in retraction.attempt_ids if target not in self.added.get(i, ())]
+        if outside:
+            more = f" and {len(outside) - 1} more" if outside[1:] else ""
+            report.problems.append(
+                f"{relative}: retracts attempt {outside[0]}{more} as part of commit {target}, "
+                "which does not hold it"
+            )
 
 
 def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
@@ -111,25 +189,29 @@ def _check_object(store: Store, relative: str, digest: str, report: VerifyReport
     return True
 
 
-def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) -> None:
+def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) -> list[str] | None:
+    """Check one segment; return the attempt ids it holds (None when it cannot be trusted)."""
     report.segments += 1
     if not _check_object(store, segment.path, segment.digest, report):
-        return
+        return None
     try:
         table = read_segment(store.resolve(segment.path))
     except (pa.ArrowException, OSError) as exc:
         report.problems.append(f"{segment.path}: unreadable Parquet ({exc})")
-        return
+        return None
+    attempt_ids = []
     if len(table) != segment.rows:
         report.problems.append(f"{segment.path}: {len(table)} rows, ledger says {segment.rows}")
     for row, (attempt_id, cohort_key, record) in enumerate(table_to_records(table), start=1):
         report.attempts += 1
+        attempt_ids.append(attempt_id)
         derived_cohort, _, derived_id = derive_keys(record)
         stored = (attempt_id, cohort_key, segment.cohort_key)
         if stored != (derived_id, derived_cohort, derived_cohort):
             report.problems.append(
                 f"{segment.path}: row {row} content does not yield its attempt id {attempt_id}"
             )
+    return attempt_ids
 
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
