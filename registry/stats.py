@@ -55,12 +55,22 @@ class Interval:
 
 @dataclass(frozen=True)
 class RuntimeSummary:
-    """Mean, median and nearest-rank p95 of runtimes; all ``None`` when ``count == 0``."""
+    """Mean, median and nearest-rank p95 of known runtimes; all ``None`` when ``known == 0``.
+
+    ``known`` counts the runtimes the figures are computed from, ``unavailable`` the ones
+    left out because they were not recorded (``None``), never treated as zero.
+    """
 
     mean: float | None
     median: float | None
     p95: float | None
-    count: int
+    known: int
+    unavailable: int
+
+    @property
+    def count(self) -> int:
+        """The number of known runtimes (alias of ``known``)."""
+        return self.known
 
 
 @dataclass(frozen=True)
@@ -205,16 +215,22 @@ def nearest_rank(n: int, percent: int = 95) -> int:
     return (percent * n + 99) // 100
 
 
-def runtime_summary(values: Iterable[float]) -> RuntimeSummary:
-    """Return mean, median and nearest-rank p95 of runtimes, independent of input order."""
-    ordered = sorted(float(v) for v in values)
+def runtime_summary(values: Iterable[float | None]) -> RuntimeSummary:
+    """Return mean, median and nearest-rank p95 of the known runtimes, independent of order.
+
+    ``None`` marks an unavailable runtime: it is left out of the figures and counted in
+    ``unavailable``.
+    """
+    items = list(values)
+    ordered = sorted(float(v) for v in items if v is not None)
     if not all(math.isfinite(v) for v in ordered):
-        raise ValueError("runtimes must be finite numbers; leave missing runtimes out")
-    n = len(ordered)
+        raise ValueError("runtimes must be finite numbers or None (unavailable)")
+    n, unavailable = len(ordered), len(items) - len(ordered)
     if n == 0:
-        return RuntimeSummary(None, None, None, 0)
+        return RuntimeSummary(None, None, None, 0, unavailable)
     mean = math.fsum(ordered) / n
-    return RuntimeSummary(mean, _median_of_sorted(ordered), ordered[nearest_rank(n) - 1], n)
+    p95 = ordered[nearest_rank(n) - 1]
+    return RuntimeSummary(mean, _median_of_sorted(ordered), p95, n, unavailable)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float | None:
@@ -271,7 +287,7 @@ def summarize_outcomes(
     kinds = [classify_outcome(o) for o in outcomes]
     resolved, invalid = kinds.count("resolved"), kinds.count("invalid")
     valid = len(kinds) - invalid
-    recorded = [r for r in runtimes if r is not None]
+    runtime = runtime_summary(runtimes)
     ks = list(k_values)
     return TaskSystemSummary(
         attempts_total=len(kinds),
@@ -282,8 +298,8 @@ def summarize_outcomes(
         resolved_rate=wilson_interval(resolved, valid, z),
         invalid_rate=wilson_interval(invalid, len(kinds), z),
         repeat_consistency=repeat_consistency(resolved, valid - resolved),
-        runtime=runtime_summary(recorded),
-        runtime_missing=len(runtimes) - len(recorded),
+        runtime=runtime,
+        runtime_missing=runtime.unavailable,
         pass_at_k={k: pass_at_k(valid, resolved, k) for k in ks},
         pass_hat_k={k: pass_hat_k(valid, resolved, k) for k in ks},
     )

@@ -49,7 +49,7 @@ _TYPES: dict[str, pa.DataType] = {
     "artifacts": _STRING_MAP,
 }
 _NOT_NULL = {"experiment_id", "task_id", "repeat_index", "inputs", "terminal_class"}
-_NOT_NULL |= {"envelope", "runtime_seconds", "labels", "artifacts"}
+_NOT_NULL |= {"envelope", "labels", "artifacts"}
 
 ATTEMPT_SCHEMA = pa.schema(
     [pa.field("attempt_id", pa.string(), False), pa.field("cohort_key", pa.string(), False)]

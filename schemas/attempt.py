@@ -204,8 +204,9 @@ class AttemptRecord(BaseModel):
     """Observed execution identity."""
     terminal_identity: Annotated[str, Field(pattern=DIGEST_PATTERN)] | None = None
     """Digest binding outcome to identity; absent or null marks legacy evidence."""
-    runtime_seconds: Annotated[float, Field(ge=0, le=MAX_SAFE_INTEGER)]
-    """Wall-clock runtime in seconds; finite and non-negative."""
+    runtime_seconds: Annotated[float, Field(ge=0, le=MAX_SAFE_INTEGER)] | None
+    """Wall-clock runtime in seconds, finite and non-negative; null means unavailable (the
+    source records no timing) and is never treated as zero."""
     started_at: Timestamp | None = None
     """Start time, RFC 3339 with offset; stored in UTC."""
     finished_at: Timestamp | None = None

@@ -25,16 +25,24 @@ class Rate(BaseModel):
 
 
 class RuntimeStats(BaseModel):
-    """Runtime over all retained attempts (invalid ones included)."""
+    """Runtime over retained attempts (invalid ones included) whose runtime is known.
+
+    Unavailable runtimes are counted, never treated as zero; every figure is null when none
+    is known.
+    """
 
     model_config = _CONFIG
 
     mean: float | None
-    """Arithmetic mean, exactly summed."""
+    """Arithmetic mean of known runtimes, exactly summed."""
     median: float | None
-    """Middle value, or the mean of the two middle values."""
+    """Middle known value, or the mean of the two middle values."""
     p95: float | None
-    """Nearest-rank 95th percentile: the ceil(0.95 n)-th smallest value."""
+    """Nearest-rank 95th percentile of known runtimes: the ceil(0.95 n)-th smallest value."""
+    known: int
+    """Attempts with a recorded runtime."""
+    unavailable: int
+    """Attempts whose runtime is unavailable (null)."""
 
 
 class CostStats(BaseModel):

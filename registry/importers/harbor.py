@@ -511,10 +511,14 @@ def _timing(result: dict[str, Any], file: Path, context: ImportContext) -> dict[
     finished = _timestamp(result.get("finished_at"), file, "finished_at")
     if started is None or finished is None:
         context.warn(
-            "harbor: a trial has no started_at or finished_at; runtime_seconds set to 0 with "
-            "label runtime_seconds=unknown"
+            "harbor: a trial has no started_at or finished_at; its runtime is unavailable "
+            "(runtime_seconds null)"
         )
-        return {"runtime_seconds": 0.0, "started_at": _aware(started), "finished_at": None}
+        return {
+            "runtime_seconds": None,
+            "started_at": _aware(started),
+            "finished_at": _aware(finished),
+        }
     if (started.tzinfo is None) != (finished.tzinfo is None):
         raise InputFormatError(f"{file}: started_at and finished_at mix offsets and naive times")
     runtime = (finished - started).total_seconds()
@@ -597,8 +601,6 @@ def _labels(job: _Job, result: dict[str, Any], file: Path) -> dict[str, str]:
         labels["harbor.regrade_of"] = _text(
             source_trial.get("trial_id") or source_trial.get("path")
         )
-    if result.get("started_at") is None or result.get("finished_at") is None:
-        labels["runtime_seconds"] = "unknown"
     return {k: v for k, v in labels.items() if v is not None}
 
 

@@ -261,16 +261,16 @@ def _sample_records(
     labels = _identity_labels(spec, sample)
     for number, retry in enumerate(sample.error_retries or [], start=1):
         context.warn(
-            f"{source}: attempts discarded by retry_on_error record no timing; their "
-            "runtime_seconds is 0.0, labelled runtime_seconds=unknown"
+            f"{source}: attempts discarded by retry_on_error record no timing; their runtime "
+            "is unavailable (runtime_seconds null)"
         )
         retry_labels = {"inspect_retry": str(number), "inspect_error": _text(retry.message)}
         record = {
             **base,
             "terminal_class": "harness_failure",
-            "runtime_seconds": 0.0,
+            "runtime_seconds": None,
             **_NO_USAGE,
-            "labels": {**labels, **retry_labels, "runtime_seconds": "unknown"},
+            "labels": {**labels, **retry_labels},
         }
         yield f"{where} (discarded attempt {number})", with_identity(record)
     labels.update(_outcome_labels(sample))
@@ -283,13 +283,12 @@ def _outcome(
     runtime = runtime_of(sample)
     if runtime is None:
         context.warn(
-            f"{source}: some samples record no timing; their runtime_seconds is 0.0, "
-            "labelled runtime_seconds=unknown"
+            f"{source}: some samples record no timing; their runtime is unavailable "
+            "(runtime_seconds null)"
         )
-        labels = {**labels, "runtime_seconds": "unknown"}
     return {
         "terminal_class": classify_sample(sample, _primary_scorer(entry.log)),
-        "runtime_seconds": 0.0 if runtime is None else runtime,
+        "runtime_seconds": runtime,
         "started_at": _timestamp(sample.started_at),
         "finished_at": _timestamp(sample.completed_at),
         **usage_of(sample.model_usage),

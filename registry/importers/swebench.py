@@ -44,8 +44,8 @@ ARTIFACTS = {
 }
 _SNIFF_LIMIT = 16 << 20
 _NO_RUNTIME = (
-    "swebench: the harness records no agent runtime; runtime_seconds is 0.0 "
-    "with label runtime_seconds=unknown"
+    "swebench: the harness records no agent runtime; runtime is unavailable "
+    "(runtime_seconds null)"
 )
 
 
@@ -219,14 +219,14 @@ def _record(run: _Run, task: str, context: ImportContext) -> dict[str, Any]:
             "model": run.model,
             "harness_version": None,
         },
-        "runtime_seconds": 0.0,
+        "runtime_seconds": None,
         "started_at": None,
         "finished_at": None,
         "cost_usd": None,
         "input_tokens": None,
         "output_tokens": None,
         "cached_input_tokens": None,
-        "labels": {**labels, **_run_labels(run), "runtime_seconds": "unknown"},
+        "labels": {**labels, **_run_labels(run)},
         "artifacts": evidence.artifacts,
     }
     return with_identity(record)

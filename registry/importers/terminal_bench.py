@@ -291,10 +291,9 @@ def _record(
     runtime, started, finished = _timing(trial, where)
     labels = _labels(run, trial)
     if runtime is None:
-        labels["runtime_seconds"] = "unknown"
         context.warn(
-            f"{source}: some trials record no start or end time; their runtime_seconds is 0.0, "
-            "labelled runtime_seconds=unknown"
+            f"{source}: some trials record no start or end time; their runtime is unavailable "
+            "(runtime_seconds null)"
         )
     mode = trial.get("failure_mode", "unset")
     record = {
@@ -304,7 +303,7 @@ def _record(
         "inputs": context.inputs(source, _found_inputs(run)),
         "terminal_class": classify(trial.get("is_resolved"), mode),
         "envelope": _envelope(run),
-        "runtime_seconds": 0.0 if runtime is None else runtime,
+        "runtime_seconds": runtime,
         "started_at": started,
         "finished_at": finished,
         "cost_usd": None,

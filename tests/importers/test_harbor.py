@@ -355,7 +355,7 @@ def test_older_job_without_locks_or_offsets(tmp_path):
     assert context.unknown == {}
 
 
-def test_missing_timestamps_give_zero_runtime_and_a_label(tmp_path):
+def test_missing_timestamps_give_an_unavailable_runtime(tmp_path):
     job = _copy(tmp_path)
     file = job / "fix-git__2JTRC7L" / "result.json"
     data = json.loads(file.read_text())
@@ -363,10 +363,10 @@ def test_missing_timestamps_give_zero_runtime_and_a_label(tmp_path):
     file.write_text(json.dumps(data))
     context = ImportContext()
     record = _read(job, context)["fix-git__2JTRC7L"]
-    assert record["runtime_seconds"] == 0.0
-    assert record["labels"]["runtime_seconds"] == "unknown"
+    assert record["runtime_seconds"] is None
+    assert "runtime_seconds" not in record["labels"]
     assert record["finished_at"] is None
-    assert len([w for w in context.warnings if "runtime_seconds" in w]) == 1
+    assert len([w for w in context.warnings if "runtime is unavailable" in w]) == 1
 
 
 def _trial(exceptions=(), rewards=None, steps=()):

@@ -127,7 +127,7 @@ def test_record_identity_inputs_and_runtime():
     )
     unknown = [k for k, v in record["inputs"].items() if v == "unknown"]
     assert ", ".join(sorted(unknown)) == UNKNOWN_INPUTS
-    assert record["runtime_seconds"] == 0.0 and record["labels"]["runtime_seconds"] == "unknown"
+    assert record["runtime_seconds"] is None and "runtime_seconds" not in record["labels"]
     assert record["started_at"] is None and record["cost_usd"] is None
     assert record["input_tokens"] is None and record["output_tokens"] is None
     log_dir = RUN / "logs" / "run_evaluation" / "nightly-0301" / MODEL_A / record["task_id"]
@@ -162,8 +162,8 @@ def test_ingest_warns_once_and_reimport_adds_nothing(invoke, root):
     warnings = first.stderr.splitlines()
     assert (
         warnings.count(
-            "warning: swebench: the harness records no agent runtime; runtime_seconds is 0.0 with "
-            "label runtime_seconds=unknown"
+            "warning: swebench: the harness records no agent runtime; runtime is unavailable "
+            "(runtime_seconds null)"
         )
         == 1
     )

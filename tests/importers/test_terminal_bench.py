@@ -176,8 +176,8 @@ def test_timing_tokens_and_labels_of_one_trial(invoke):
         "terminal_bench.commit_hash": "3f1c9a8e5b7d2c4a6e8f0b1d3c5e7a9b2d4f6a8c",
     }
     crashed = rows[(RUN_B, "hello-world", 1)]
-    assert crashed["runtime_seconds"] == 0.0
-    assert crashed["labels"]["runtime_seconds"] == "unknown"
+    assert crashed["runtime_seconds"] is None
+    assert "runtime_seconds" not in crashed["labels"]
     assert crashed["started_at"] is None and crashed["input_tokens"] is None
     assert "runtime_seconds" not in row["labels"]
 
@@ -394,8 +394,9 @@ def test_run_without_lock_or_attempt_numbers(invoke, tmp_path):
     assert json.loads(row["inputs"]["budget"]) == "1800s"
     assert row["inputs"]["harness_package"] == "unknown"
     assert row["labels"]["terminal_bench.trial_id"] == "t-1"
-    assert row["labels"]["runtime_seconds"] == "unknown"
-    assert "runtime_seconds is 0.0" in result.stderr
+    assert row["runtime_seconds"] is None
+    assert "runtime_seconds" not in row["labels"]
+    assert "runtime is unavailable (runtime_seconds null)" in result.stderr
 
 
 # --- errors, detection, warnings -------------------------------------------------------------
