@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 
 import registry
 
-from . import reports, suite
+from . import reports, retract, suite
 from .options import (
     DEFAULT_ROOT,
     InputFormat,
@@ -193,6 +193,7 @@ app.add_typer(reports.reports_app, name="reports")
 app.command()(suite.compare)
 app.command()(suite.summary)
 app.command()(suite.noise)
+app.command()(retract.retract)
 
 
 def main() -> None:
