@@ -101,6 +101,15 @@ def ingest(
     inputs_file: Annotated[
         Path | None, typer.Option("--inputs", help="JSON object of cohort inputs to supply.")
     ] = None,
+    envelope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--envelope",
+            help="Observed identity the source leaves empty, KEY=VALUE for agent, "
+            "agent_version, provider, model, harness_version (repeatable); never overrides "
+            "a recorded value.",
+        ),
+    ] = None,
 ) -> None:
     """Validate attempt records (or harness output) and commit the new ones, all or nothing."""
     result = registry.ingest(
@@ -109,6 +118,7 @@ def ingest(
         input_format.value,
         progress=_progress_factory(sys.stderr.isatty()),
         overrides=registry.parse_overrides(input_values or [], inputs_file),
+        envelope=envelope or [],
     )
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)

@@ -20,9 +20,16 @@ from registry import ledger
 from registry._faults import checkpoint
 from registry.digest import digest_file
 from registry.errors import InvalidRecordError, LedgerConflictError
-from registry.importers import ImportContext
+from registry.importers import ImportContext, parse_envelope
 from registry.keys import derive_keys, record_json
-from registry.sources import ProgressFn, Source, iter_payloads, resolve_sources, validate_payload
+from registry.sources import (
+    ProgressFn,
+    Source,
+    complete_envelope,
+    iter_payloads,
+    resolve_sources,
+    validate_payload,
+)
 from registry.store import MARKER, Store, open_store, remove_empty_store
 from registry.tables import read_segment, rows_to_table, to_row, write_segment
 
@@ -73,20 +80,25 @@ def ingest(
     progress: Callable[[int], ProgressFn | None] | None = None,
     spill_rows: int = SPILL_ROWS,
     overrides: dict[str, Any] | None = None,
+    envelope: list[str] | None = None,
 ) -> IngestResult:
     """Validate every record of `paths` and commit the new ones as one batch.
 
     `overrides` supplies cohort inputs that a harness importer could not find (the native
     formats ignore it: their records carry their inputs). `progress`, if given, is called
     once with the total input size in bytes and returns a callback that receives byte counts
-    as they are read (or None for no progress).
+    as they are read (or None for no progress). `envelope` holds `KEY=VALUE` pairs of observed
+    identity (`agent`, `agent_version`, `provider`, `model`, `harness_version`) that fill the
+    records' null envelope fields; a value that differs from a recorded one is an error.
 
     Raises:
         InputFormatError: an input is missing, empty or in an unknown format.
         InvalidRecordError: a record is invalid; nothing is committed.
     """
     sources = resolve_sources(paths, fmt)
-    context = ImportContext(overrides=dict(overrides or {}))
+    context = ImportContext(
+        overrides=dict(overrides or {}), envelope=parse_envelope(envelope or [])
+    )
     for source in sources:
         source.context = context
     fresh, root_existed = not Path(root, MARKER).exists(), Path(root).exists()
@@ -130,7 +142,9 @@ def _known_ids(batch: _Batch, cohort_key: str) -> set[str]:
 
 
 def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
-    record = record_json(validate_payload(source, location, payload))
+    record = complete_envelope(
+        source, location, record_json(validate_payload(source, location, payload))
+    )
     cohort_key, identity, attempt_id = derive_keys(record)
     if identity is not None and identity != record["terminal_identity"]:
         raise InvalidRecordError(

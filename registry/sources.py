@@ -27,7 +27,13 @@ from pydantic import BaseModel, ValidationError
 
 from registry.digest import PREFIX, digest_file, digest_json
 from registry.errors import InputFormatError, InvalidRecordError
-from registry.importers import MODULES, ImportContext, detect_importer, get_importer
+from registry.importers import (
+    MODULES,
+    ImportContext,
+    detect_importer,
+    get_importer,
+    with_identity,
+)
 from registry.tables import MAP_FIELDS, read_parquet_batches
 from registry_schemas import AttemptRecord, CohortInputs, Envelope
 
@@ -139,6 +145,34 @@ def validate_payload(source: Source, location: str, payload: bytes) -> AttemptRe
     except ValidationError as exc:
         field_name, problem = describe_error(_most_telling(exc.errors()))
         raise InvalidRecordError(source.label, location, field_name, problem) from None
+
+
+def complete_envelope(source: Source, location: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Return a validated record with `--envelope` values in its null envelope fields.
+
+    An imported record's terminal identity is recomputed (the importer derived it from what it
+    read). A native record that carries a terminal identity cannot be completed: its writer
+    bound that identity to the envelope as written.
+
+    Raises:
+        EnvelopeConflictError: the record holds a different value for a supplied key.
+        InvalidRecordError: a native record with a terminal identity would need completing.
+    """
+    completed = source.context.complete_envelope(record, f"{source.label}:{location}")
+    if completed["envelope"] == record["envelope"]:
+        return completed
+    if source.format in MODULES:
+        return with_identity(completed)
+    if record.get("terminal_identity") is not None:
+        missing = [k for k, v in record["envelope"].items() if v != completed["envelope"][k]]
+        raise InvalidRecordError(
+            source.label,
+            location,
+            "terminal_identity",
+            f"the record binds its envelope with a terminal identity, so --envelope cannot fill "
+            f"{', '.join('envelope.' + k for k in missing)}; write the value into the record",
+        )
+    return completed
 
 
 _ERROR_PRIORITY = {"json_invalid": 0, "extra_forbidden": 1}

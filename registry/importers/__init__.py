@@ -10,10 +10,13 @@ import importlib
 from pathlib import Path
 
 from registry.importers.base import (
+    ENVELOPE_KEYS,
     INPUT_KEYS,
     UNKNOWN,
+    EnvelopeConflictError,
     ImportContext,
     Importer,
+    parse_envelope,
     parse_overrides,
     read_json,
     with_identity,
@@ -44,6 +47,9 @@ def detect_importer(path: Path) -> str | None:
 
 
 __all__ = [
+    "ENVELOPE_KEYS",
+    "EnvelopeConflictError",
+    "parse_envelope",
     "INPUT_KEYS",
     "MODULES",
     "UNKNOWN",

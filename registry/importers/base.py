@@ -4,7 +4,10 @@ An importer turns what a harness already writes into `registry.attempt/1` record
 JSON form; the records then go through exactly the validation, digests and all-or-nothing
 commit of any other ingest. Fields a source does not record become the explicit value
 `unknown` (never a guess), and the importer records which cohort inputs were unknown so the
-user is warned and can supply them with `--input KEY=VALUE` or `--inputs FILE`.
+user is warned and can supply them with `--input KEY=VALUE` or `--inputs FILE`. Observed
+identity a source lacks stays null; the user may supply it with `--envelope KEY=VALUE`, which
+fills only what is null and never overrides what the source recorded. docs/importers/README.md
+says what each cohort input identifies, so where each harness field goes.
 """
 
 from __future__ import annotations
@@ -18,10 +21,16 @@ import orjson
 
 from registry.errors import InputFormatError
 from registry.keys import cohort_key_of, terminal_identity_of
-from registry_schemas import CohortInputs
+from registry_schemas import CohortInputs, Envelope
 
 UNKNOWN = "unknown"
 INPUT_KEYS = tuple(CohortInputs.model_fields)
+ENVELOPE_KEYS = tuple(Envelope.model_fields)
+_RUNS_SHOWN = 10
+
+
+class EnvelopeConflictError(InputFormatError):
+    """`--envelope` gives a value that differs from the one the source records."""
 
 
 class Importer(Protocol):
@@ -44,8 +53,11 @@ class ImportContext:
     """Per-ingest state shared by importers: user-supplied inputs and what was unknown."""
 
     overrides: dict[str, Any] = field(default_factory=dict)
+    envelope: dict[str, str] = field(default_factory=dict)
     unknown: dict[str, set[str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    unobserved_model: dict[str, int] = field(default_factory=dict)
+    """Attempts whose envelope records no model, by experiment id (run)."""
 
     def inputs(self, source: str, found: dict[str, Any]) -> dict[str, Any]:
         """Return the ten cohort inputs: user overrides, then values found, else `unknown`."""
@@ -60,6 +72,29 @@ class ImportContext:
                 self.unknown.setdefault(source, set()).add(key)
         return out
 
+    def complete_envelope(self, record: dict[str, Any], where: str) -> dict[str, Any]:
+        """Return the record with `--envelope` values filled into its null envelope fields.
+
+        Counts the record under `unobserved_model` when its model stays null.
+
+        Raises:
+            EnvelopeConflictError: the record already holds a different value for a key.
+        """
+        envelope = dict(record["envelope"])
+        for key, value in self.envelope.items():
+            have = envelope.get(key)
+            if have is None:
+                envelope[key] = value
+            elif have != value:
+                raise EnvelopeConflictError(
+                    f"{where}: field 'envelope.{key}': the source records {have!r}, not "
+                    f"{value!r}; --envelope only supplies what a source leaves empty"
+                )
+        if envelope.get("model") is None:
+            run = str(record["experiment_id"])
+            self.unobserved_model[run] = self.unobserved_model.get(run, 0) + 1
+        return {**record, "envelope": envelope}
+
     def warn(self, message: str) -> None:
         """Record a warning for the user (printed on stderr by the CLI)."""
         if message not in self.warnings:
@@ -73,7 +108,21 @@ class ImportContext:
                 f"{source}: cohort inputs not recorded by the source, set to 'unknown': "
                 f"{', '.join(sorted(keys))}; supply them with --input KEY=VALUE or --inputs FILE"
             )
+        if self.unobserved_model:
+            lines.append(self._unobserved_model_warning())
         return lines
+
+    def _unobserved_model_warning(self) -> str:
+        runs = sorted(self.unobserved_model)
+        attempts = sum(self.unobserved_model.values())
+        shown = ", ".join(runs[:_RUNS_SHOWN])
+        if len(runs) > _RUNS_SHOWN:
+            shown += f" and {len(runs) - _RUNS_SHOWN} more"
+        return (
+            f"{attempts} attempt{'s' if attempts != 1 else ''} in {len(runs)} "
+            f"run{'s' if len(runs) != 1 else ''} record no model (model unobserved): {shown}; "
+            "they are never pooled across runs; supply it with --envelope model=NAME"
+        )
 
 
 def parse_overrides(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
@@ -102,6 +151,34 @@ def parse_overrides(pairs: list[str], inputs_file: Path | None) -> dict[str, Any
                 f"unknown cohort input '{key}'; valid keys: {', '.join(INPUT_KEYS)}"
             )
     return overrides
+
+
+def parse_envelope(pairs: list[str]) -> dict[str, str]:
+    """Parse `--envelope KEY=VALUE` pairs into observed-identity values a source lacks.
+
+    Raises:
+        InputFormatError: an unknown key, a pair without `=`, an empty value, or a key given
+            twice with different values.
+    """
+    envelope: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep:
+            raise InputFormatError(f"--envelope '{pair}' is not KEY=VALUE")
+        if key not in ENVELOPE_KEYS:
+            raise InputFormatError(
+                f"--envelope: unknown key '{key}'; valid keys: {', '.join(ENVELOPE_KEYS)}"
+            )
+        if not value:
+            raise InputFormatError(f"--envelope {key}: empty value; give the {key} that ran")
+        if envelope.get(key, value) != value:
+            raise InputFormatError(
+                f"--envelope {key}: given twice ({envelope[key]!r} and {value!r}); "
+                "ingest runs of different identity separately"
+            )
+        envelope[key] = value
+    return envelope
 
 
 def read_json(path: Path) -> Any:

@@ -380,7 +380,7 @@ def _found_inputs(job: _Job, trial: _Trial) -> dict[str, Any]:
     case = _case_digest(result, lock)
     return {
         "case_digest": case,
-        "prompt_digest": _prompt_digest(config, lock, case),
+        "prompt_digest": _prompt_digest(config, lock),
         "source_digest": _source_digest(result, lock),
         "wiki_digest": _wiki_digest(_section(config, "agent"), lock),
         "tool_policy_digest": _tool_policy_digest(config),
@@ -398,10 +398,12 @@ def _case_digest(result: dict[str, Any], lock: dict[str, Any]) -> str | None:
     return _text(_section(lock, "task").get("digest"))
 
 
-def _prompt_digest(config: dict[str, Any], lock: dict[str, Any], case: str | None) -> str | None:
-    """The task instruction (inside the case) plus the run's extra instructions, in order."""
-    if case is None:
-        return None
+def _prompt_digest(config: dict[str, Any], lock: dict[str, Any]) -> str | None:
+    """The job's extra instructions, in order: what the job adds to every task's instruction.
+
+    The task's own instruction is part of the task folder, so of `case_digest`; the agent's
+    own prompt template is part of its configuration (`agent_system_digest`).
+    """
     if isinstance(lock.get("extra_instructions"), list):
         extras = [_digest_of(item) for item in lock["extra_instructions"]]
     elif config.get("extra_instruction_paths"):
@@ -409,7 +411,7 @@ def _prompt_digest(config: dict[str, Any], lock: dict[str, Any], case: str | Non
     else:
         texts = config.get("extra_instructions") or []
         extras = ["sha256:" + hashlib.sha256(str(t).encode()).hexdigest() for t in texts]
-    return digest_json({"instruction": case, "extra_instructions": extras})
+    return digest_json({"scheme": "harbor.prompt/1", "extra_instructions": extras})
 
 
 def _source_digest(result: dict[str, Any], lock: dict[str, Any]) -> str | None:

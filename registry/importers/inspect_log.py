@@ -389,7 +389,7 @@ def _found_inputs(log: Any, sample: Any) -> dict[str, Any]:
     scorers = spec.scorers or []
     return {
         "case_digest": digest_json(_case(spec, sample)),
-        "prompt_digest": digest_json(_prompt(sample.input)),
+        "prompt_digest": digest_json(_prompt_configuration(spec, log.plan)),
         "tool_policy_digest": digest_json(
             {"approval": _dump(spec.config.approval), "plan": _dump(log.plan.steps)}
         ),
@@ -397,12 +397,13 @@ def _found_inputs(log: Any, sample: Any) -> dict[str, Any]:
         "harness_package": ",".join(f"{k}=={v}" for k, v in sorted(spec.packages.items())),
         "grader_version": digest_json(_dump(scorers)) if scorers else None,
         "agent_system_digest": digest_json(_agent_system(spec, log.plan)),
-        "environment_digest": _environment(sample.sandbox or spec.sandbox),
+        "environment_digest": _environment(spec.sandbox),
     }
 
 
 def _case(spec: Any, sample: Any) -> dict[str, Any]:
-    return {
+    """The sample's own content: its input (the instruction), target, files, setup, sandbox."""
+    case = {
         "task": spec.task,
         "task_version": spec.task_version,
         "task_args": _dump(spec.task_args),
@@ -413,6 +414,27 @@ def _case(spec: Any, sample: Any) -> dict[str, Any]:
         "choices": sample.choices,
         "files": sample.files,
         "setup": sample.setup,
+    }
+    if sample.sandbox is not None:
+        case["sandbox"] = _dump(sample.sandbox)  # a per-sample environment is part of the case
+    return case
+
+
+def _prompt_configuration(spec: Any, plan: Any) -> dict[str, Any]:
+    """The prompt the solver wraps every sample in: its steps' templates and system message.
+
+    In inspect_ai, prompt templates and system prompts are solver parameters
+    (`system_message(...)`, `prompt_template(...)`) or the `system_message` generate option,
+    so this is the same for every sample of an eval; the sample's own input is in the case.
+    """
+    steps = [] if plan is None else plan.steps
+    configs = [spec.model_generate_config, None if plan is None else plan.config]
+    return {
+        "scheme": "inspect.prompt/1",
+        "solver": spec.solver,
+        "solver_args": _dump(spec.solver_args),
+        "steps": [{"solver": step.solver, "params": _dump(step.params)} for step in steps],
+        "system_message": [getattr(config, "system_message", None) for config in configs],
     }
 
 

@@ -44,8 +44,7 @@ ARTIFACTS = {
 }
 _SNIFF_LIMIT = 16 << 20
 _NO_RUNTIME = (
-    "swebench: the harness records no agent runtime; runtime is unavailable "
-    "(runtime_seconds null)"
+    "swebench: the harness records no agent runtime; runtime is unavailable (runtime_seconds null)"
 )
 
 
