@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -23,34 +24,127 @@ from .options import (
     stderr,
     stdout,
 )
-from .output import print_table, rows_as_dicts, to_csv, to_json
+from .output import print_table, printable, rows_as_dicts, to_csv, to_json
 
 PROGRESS_MIN_BYTES = 16 << 20
+PROG = "registry"
+USAGE_EXIT = 2
+
+
+def _fail(message: str, code: int, hint: str | None = None) -> NoReturn:
+    """Print one `Error:` line (control characters escaped), an optional hint, and exit."""
+    typer.echo(f"Error: {printable(message)}", err=True)
+    if hint is not None:
+        typer.echo(hint, err=True)
+    sys.exit(code)
+
+
+def _command_path(ctx: Any) -> str:
+    """Return `registry SUB …` for a context, whatever name the program was started under."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join([PROG, *reversed(names)])
 
 
 class ReportingGroup(TyperGroup):
-    """Turns every `RegistryError` into one `Error: …` line and its exit code."""
+    """The one error boundary of the command line: every failure is one `Error:` line.
+
+    A usage error (unknown option, bad value, missing option, unknown command) is one line
+    plus `Try 'registry COMMAND --help' for help.` and exit 2; a `RegistryError` is one line
+    and its exit code; a file-system error not already described is one line naming the
+    path, exit 1. Control characters in anything echoed back are escaped, so an error is
+    always exactly one line. `REGISTRY_DEBUG=1` keeps tracebacks of library errors.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except typer.TyperException as exc:  # click's ClickException, as bundled by typer
+            _report_usage(exc)
+        except typer.Abort:
+            _fail("aborted", 1)
+        except registry.RegistryError as exc:
+            if os.environ.get("REGISTRY_DEBUG") == "1":
+                raise
+            _fail(str(exc), exc.exit_code)
+        except OSError as exc:
+            if os.environ.get("REGISTRY_DEBUG") == "1":
+                raise
+            where = f"{exc.filename}: " if exc.filename is not None else ""
+            _fail(f"{where}{exc.strerror or exc}", 1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except registry.RegistryError as exc:
-            if os.environ.get("REGISTRY_DEBUG") == "1":
-                raise
-            typer.echo(f"Error: {exc}", err=True)
-            raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("Error: interrupted", err=True)
             raise typer.Exit(130) from None
+
+
+def _report_usage(exc: typer.TyperException) -> NoReturn:
+    ctx = getattr(exc, "ctx", None)
+    code = getattr(exc, "exit_code", USAGE_EXIT)
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `registry` alone, or a bare group
+        typer.echo(exc.format_message(), err=True)
+        sys.exit(code)
+    hint = f"Try '{_command_path(ctx)} --help' for help." if ctx is not None else None
+    if hint is None and code == USAGE_EXIT:
+        hint = f"Try '{PROG} --help' for help."
+    # typer words a bad choice as a validation error ("Value error, 'x' is not one of ...")
+    _fail(exc.format_message().replace(": Value error, ", ": "), code, hint)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"{PROG} {_installed_version()}")
+        raise typer.Exit()
+
+
+def _installed_version() -> str:
+    """Return the version of the installed distribution that provides this command."""
+    from importlib import metadata
+
+    names = metadata.packages_distributions().get(__package__ or "registry_cli", [])
+    for name in [*names, "registry"]:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 app = typer.Typer(
     cls=ReportingGroup,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     help="A content-addressed evidence registry for coding-agent evaluation attempts.",
 )
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """A content-addressed evidence registry for coding-agent evaluation attempts."""
 
 
 def _progress_factory(enabled: bool) -> Any:
@@ -153,8 +247,8 @@ def sql(
 ) -> None:
     """Run a read-only SQL query over the views attempts, commits, cohorts and systems."""
     result = registry.run_query(registry.open_store(root), query)
-    if output is TableFormat.json:
-        typer.echo(to_json(rows_as_dicts(result.columns, result.rows)))
+    if output is TableFormat.json:  # each row object keeps the SELECT's column order
+        typer.echo(to_json(rows_as_dicts(result.columns, result.rows), sort_keys=False))
     elif output is TableFormat.csv:
         typer.echo(to_csv(result.columns, result.rows), nl=False)
     else:
@@ -186,9 +280,9 @@ def verify(
         )
     else:
         for line in report.problems:
-            typer.echo(f"problem: {line}")
+            typer.echo(f"problem: {printable(line)}")
         for line in report.unreferenced:
-            typer.echo(f"unreferenced: {line} (not in the ledger; ignored by queries)")
+            typer.echo(f"unreferenced: {printable(line)} (not in the ledger; ignored by queries)")
         state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
         typer.echo(
             f"{state}: {report.commits} commits, {report.segments} segments, "

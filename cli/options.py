@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,8 @@ from rich.console import Console
 
 import registry
 
+from .output import printable
+
 # Off a terminal rich would assume 80 columns and cut table cells; pipes get the full width.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 stderr = Console(stderr=True, soft_wrap=True)
@@ -20,6 +23,7 @@ RootOption = Annotated[
     Path,
     typer.Option(
         "--root",
+        metavar="DIR",
         envvar="REGISTRY_ROOT",
         help="Registry root directory (env REGISTRY_ROOT).",
         show_default=True,
@@ -66,7 +70,8 @@ class ReportFormat(StrEnum):
 
 
 OutputFileOption = Annotated[
-    Path | None, typer.Option("--output", help="Write to this file instead of stdout.")
+    Path | None,
+    typer.Option("--output", metavar="FILE", help="Write to this file instead of stdout."),
 ]
 
 
@@ -81,22 +86,45 @@ def emit(text: str, output_file: Path | None) -> None:
         raise registry.RegistryError(f"cannot write {output_file}: {exc.strerror}") from None
 
 
-def announce_layer(layer: registry.LayerVersion, created: bool, to_stderr: bool) -> None:
-    """Print the digest of a stored derived layer."""
+def announce_layer(layer: registry.LayerVersion, created: bool) -> None:
+    """Say on stderr which derived layer holds the result, so stdout is only the result."""
     state = "new" if created else "unchanged evidence, existing"
-    line = f"layer {layer.digest} ({state}, commit {layer.commit_seq})"
-    typer.echo(line, err=to_stderr)
+    typer.echo(f"layer {layer.digest} ({state}, commit {layer.commit_seq})", err=True)
+
+
+def record_or_warn(
+    kind: str, record: Callable[[], tuple[registry.LayerVersion, bool]]
+) -> Callable[[], None]:
+    """Store a derived layer; return what to say about it once the result is printed.
+
+    A registry that cannot be written (read-only file system, disk full, permission denied)
+    still answers: the result is printed and a warning says the layer was not recorded.
+    """
+    try:
+        layer, created = record()
+    except OSError as exc:  # registry.StorageError is an OSError too
+        reason = str(exc) if isinstance(exc, registry.RegistryError) else exc.strerror or exc
+        message = printable(f"warning: {kind} not recorded as a layer: {reason}")
+        return lambda: typer.echo(message, err=True)
+    return lambda: announce_layer(layer, created)
 
 
 TaskOption = Annotated[
-    list[str] | None, typer.Option("--task", help="Restrict to this task (repeatable).")
+    list[str] | None,
+    typer.Option("--task", metavar="TASK", help="Restrict to this task (repeatable)."),
 ]
 TasksFileOption = Annotated[
-    Path | None, typer.Option("--tasks", help="Restrict to the task ids in this file, one a line.")
+    Path | None,
+    typer.Option(
+        "--tasks", metavar="FILE", help="Restrict to the task ids in this file, one a line."
+    ),
 ]
-PlanOption = Annotated[str | None, typer.Option("--plan", help="Restrict to this plan id.")]
+PlanOption = Annotated[
+    str | None, typer.Option("--plan", metavar="PLAN", help="Restrict to this plan id.")
+]
 ExperimentOption = Annotated[
-    str | None, typer.Option("--experiment", help="Restrict to this experiment.")
+    str | None,
+    typer.Option("--experiment", metavar="EXPERIMENT", help="Restrict to this experiment."),
 ]
 
 

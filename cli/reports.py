@@ -18,8 +18,8 @@ from .options import (
     ReportFormat,
     RootOption,
     SummaryFormat,
-    announce_layer,
     emit,
+    record_or_warn,
     stdout,
 )
 from .output import print_table, to_json
@@ -60,7 +60,7 @@ class LayerKind(StrEnum):
 
 
 def report(
-    task: Annotated[str, typer.Option("--task", help="Task id to report on.")],
+    task: Annotated[str, typer.Option("--task", metavar="TASK", help="Task id to report on.")],
     root: RootOption = DEFAULT_ROOT,
     output: Annotated[
         ReportFormat, typer.Option("--format", help="Output format.")
@@ -68,22 +68,34 @@ def report(
     output_file: OutputFileOption = None,
 ) -> None:
     """Report a task per cohort and observed system, and store it as a versioned layer."""
-    result, layer, created = registry.record_report(registry.open_store(root), task)
+    store = registry.open_store(root)
+    recorded: list[BaseModel] = []
+
+    def record() -> tuple[registry.LayerVersion, bool]:
+        result, layer, created = registry.record_report(store, task)
+        recorded.append(result)
+        return layer, created
+
+    announce = record_or_warn("report", record)
+    # A registry that cannot be written still answers: the report is built without storing.
+    result = recorded[0] if recorded else registry.build_report(store, task)
     emit(_render(result, output), output_file)
-    to_stderr = output_file is None and output in (ReportFormat.json, ReportFormat.html)
-    announce_layer(layer, created, to_stderr)
+    announce()
 
 
 reports_app = typer.Typer(
     help="List and show stored derived layers (every version stays readable).",
     invoke_without_command=True,
+    rich_markup_mode=None,
 )
 
 
 @reports_app.callback()
 def reports(
     ctx: typer.Context,
-    task: Annotated[str | None, typer.Option("--task", help="Only this task's reports.")] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", metavar="TASK", help="Only this task's reports.")
+    ] = None,
     kind: Annotated[
         LayerKind, typer.Option("--kind", help="Only layers of this kind.")
     ] = LayerKind.all,
@@ -137,7 +149,9 @@ def reports_show(
     digest: Annotated[str, typer.Argument(help="Layer digest, or a unique prefix of its hex.")],
     root: Annotated[
         Path | None,
-        typer.Option("--root", help="Registry root (default: the one given to `reports`)."),
+        typer.Option(
+            "--root", metavar="DIR", help="Registry root (default: the one given to `reports`)."
+        ),
     ] = None,
     output: Annotated[
         ReportFormat, typer.Option("--format", help="Output format.")

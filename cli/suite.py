@@ -21,8 +21,8 @@ from .options import (
     SummaryFormat,
     TaskOption,
     TasksFileOption,
-    announce_layer,
     emit,
+    record_or_warn,
     scope_of,
 )
 from .output import to_json
@@ -30,10 +30,16 @@ from .output import to_json
 
 def compare(
     baseline: Annotated[
-        str, typer.Option("--baseline", help="Baseline arm, e.g. experiment=exp-1 or model=m.")
+        str,
+        typer.Option(
+            "--baseline", metavar="SELECTOR", help="Baseline arm, e.g. experiment=exp-1 or model=m."
+        ),
     ],
     candidate: Annotated[
-        list[str], typer.Option("--candidate", help="Candidate arm (repeatable; Holm-adjusted).")
+        list[str],
+        typer.Option(
+            "--candidate", metavar="SELECTOR", help="Candidate arm (repeatable; Holm-adjusted)."
+        ),
     ],
     root: RootOption = DEFAULT_ROOT,
     task: TaskOption = None,
@@ -41,11 +47,16 @@ def compare(
     plan: PlanOption = None,
     experiment: ExperimentOption = None,
     vary: Annotated[
-        str, typer.Option("--vary", help="The one cohort input the arms may differ in.")
+        str,
+        typer.Option(
+            "--vary", metavar="INPUT", help="The one cohort input the arms may differ in."
+        ),
     ] = "agent_system_digest",
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Bootstrap seed (recorded).")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", min=0, help="Bootstrap seed (recorded).")
+    ] = 0,
     resamples: Annotated[
-        int, typer.Option("--resamples", min=1, help="Bootstrap resamples.")
+        int, typer.Option("--resamples", metavar="N", min=1, help="Bootstrap resamples.")
     ] = 10_000,
     output: Annotated[
         ReportFormat, typer.Option("--format", help="Output format.")
@@ -63,7 +74,7 @@ def compare(
         seed=seed,
         resamples=resamples,
     )
-    layer, created = registry.record_comparison(store, result)
+    announce = record_or_warn("comparison", lambda: registry.record_comparison(store, result))
     renderers = {
         ReportFormat.table: registry.render_comparison_table,
         ReportFormat.markdown: registry.render_comparison_markdown,
@@ -74,14 +85,14 @@ def compare(
     else:
         text = renderers[output](result)
     emit(text, output_file)
-    to_stderr = output_file is None and output in (ReportFormat.json, ReportFormat.html)
-    announce_layer(layer, created, to_stderr)
+    announce()
 
 
 def summary(
     root: RootOption = DEFAULT_ROOT,
     system: Annotated[
-        str | None, typer.Option("--system", help="Only systems matching this selector.")
+        str | None,
+        typer.Option("--system", metavar="SELECTOR", help="Only systems matching this selector."),
     ] = None,
     task: TaskOption = None,
     tasks_file: TasksFileOption = None,
@@ -96,26 +107,36 @@ def summary(
     store = registry.open_store(root)
     selector = registry.parse_selector(system) if system else None
     result = registry.summarize(store, scope_of(task, tasks_file, plan, experiment), selector)
-    layer, created = registry.record_summary(store, result)
+    announce = record_or_warn("summary", lambda: registry.record_summary(store, result))
     _print_layer(result, registry.render_summary_table, output, output_file)
-    announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
+    announce()
 
 
 def noise(
-    system: Annotated[str, typer.Option("--system", help="The system, as a selector.")],
+    system: Annotated[
+        str, typer.Option("--system", metavar="SELECTOR", help="The system, as a selector.")
+    ],
     root: RootOption = DEFAULT_ROOT,
     task: TaskOption = None,
     tasks_file: TasksFileOption = None,
     plan: PlanOption = None,
     experiment: ExperimentOption = None,
     simulations: Annotated[
-        int, typer.Option("--simulations", min=1, help="Simulated pairs of identical runs.")
+        int,
+        typer.Option(
+            "--simulations", metavar="N", min=1, help="Simulated pairs of identical runs."
+        ),
     ] = registry.DEFAULT_SIMULATIONS,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Simulation seed (recorded).")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", min=0, help="Simulation seed (recorded).")
+    ] = 0,
     attempts: Annotated[
         list[int] | None,
         typer.Option(
-            "--attempts", min=1, help="Attempts per task to give the MDD for (repeatable)."
+            "--attempts",
+            metavar="K",
+            min=1,
+            help="Attempts per task to give the MDD for (repeatable).",
         ),
     ] = None,
     output: Annotated[
@@ -133,9 +154,9 @@ def noise(
         seed=seed,
         attempts=attempts or registry.DEFAULT_ATTEMPTS,
     )
-    layer, created = registry.record_noise(store, result)
+    announce = record_or_warn("noise floor", lambda: registry.record_noise(store, result))
     _print_layer(result, registry.render_noise_table, output, output_file)
-    announce_layer(layer, created, output is SummaryFormat.json and output_file is None)
+    announce()
 
 
 def _print_layer(

@@ -6,6 +6,8 @@ The CLI prints `Error: <message>` and exits with `exit_code`; anything that is n
 
 from __future__ import annotations
 
+import errno
+
 
 class RegistryError(Exception):
     """Base class of every error the registry reports to a user."""
@@ -52,3 +54,40 @@ class QueryError(RegistryError, ValueError):
 
 class RegistryRootError(RegistryError):
     """The registry root cannot be used (not a directory, not writable, foreign layout)."""
+
+
+class StorageError(RegistryError, OSError):
+    """The file system refused a read or write (disk full, read-only, permission denied).
+
+    It is also an `OSError`, so a caller that handles file-system failures in general
+    handles this one; `errno` is the refused operation's error number.
+    """
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = code
+
+
+_REASONS = {
+    "ENOSPC": "no space left on device (disk full)",
+    "EDQUOT": "disk quota exceeded",
+    "EROFS": "read-only file system",
+    "EACCES": "permission denied",
+    "EPERM": "operation not permitted",
+    "ENOTDIR": "a parent is not a directory",
+    "EISDIR": "is a directory",
+    "ENOENT": "no such file or directory",
+    "EIO": "input/output error",
+}
+
+
+def os_reason(exc: OSError) -> str:
+    """Return a short, lower-case account of what an `OSError` means for the user."""
+    name = errno.errorcode.get(exc.errno or -1, "")
+    return _REASONS.get(name) or (exc.strerror or str(exc) or type(exc).__name__).lower()
+
+
+def storage_error(exc: OSError, path: object, action: str = "write") -> StorageError:
+    """Return the one-line `StorageError` for a failed read or write of `path`."""
+    where = exc.filename if exc.filename is not None else path
+    return StorageError(f"cannot {action} {where}: {os_reason(exc)}", exc.errno)

@@ -8,10 +8,12 @@ reason.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from registry.digest import short
-from registry_schemas import CohortReport, Rate, SystemIdentity, SystemReport, TaskReport
+from registry_schemas import CohortReport, Rate, SystemReport, TaskReport
 
 FLAG_TEXT = {
     "small_sample": "small sample",
@@ -38,12 +40,66 @@ def rate_text(count: int, total: int, rate: Rate, reason: str | None = None) -> 
     return f"{count}/{total} {percent(rate.estimate)} [{100 * rate.low:.1f}, {100 * rate.high:.1f}]"
 
 
-def system_label(system: SystemIdentity, harness: bool = True) -> str:
-    """Return a compact label: `agent version provider/model [harness version]`."""
-    agent = " ".join(p for p in (system.agent, system.agent_version) if p) or "unknown agent"
-    model = "/".join(p or "?" for p in (system.provider, system.model))
-    suffix = f" harness {system.harness_version}" if harness and system.harness_version else ""
-    return f"{agent} {model}{suffix}"
+UNKNOWN = "unknown"
+"""How every renderer spells an identity field the evidence does not record."""
+IDENTITY_FIELDS = ("agent", "agent_version", "provider", "model", "harness_version")
+"""The fields that tell two observed systems apart; every label shows all of them."""
+
+# C0 and C1 controls (ESC, OSC, CR, LF, TAB, ...), Unicode line and paragraph separators and
+# bidirectional overrides: in a value they could recolour or rewrite a terminal, or break a
+# line or a table row. `inert` writes each as a visible escape instead.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Markdown syntax a value could use to become markup: HTML, links and images, code spans,
+# table cells. Escaped with a backslash, or as an entity where Markdown has no escape.
+_MARKDOWN = {
+    "\\": "\\\\",
+    "`": "\\`",
+    "[": "\\[",
+    "]": "\\]",
+    "|": "\\|",
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+}
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text: object) -> str:
+    r"""Return `text` with every control character as a visible escape (ESC becomes `\x1b`)."""
+    return _CONTROL.sub(_escape_control, str(text))
+
+
+def inert_lines(lines: Sequence[str]) -> str:
+    """Join rendered lines, each made inert, so no value can add a line or a control code."""
+    return "\n".join(inert(line) for line in lines) + "\n"
+
+
+def system_label(identity: Mapping[str, Any]) -> str:
+    """Return `agent agent_version provider/model harness harness_version`.
+
+    Every identity field is shown, `unknown` where the evidence does not record it, so two
+    systems that differ in any field never share a label.
+    """
+    v = {k: UNKNOWN if identity.get(k) in (None, "") else str(identity[k]) for k in IDENTITY_FIELDS}
+    label = (
+        f"{v['agent']} {v['agent_version']} {v['provider']}/{v['model']} "
+        f"harness {v['harness_version']}"
+    )
+    run = identity.get("run")  # attempts that record no model pool only within their run
+    return label if run in (None, "") else f"{label} run {run}"
+
+
+def html_text(text: object) -> str:
+    """Return text escaped for HTML, control characters written as escapes."""
+    return html.escape(inert(text))
 
 
 def cohort_label(cohort: CohortReport, inputs: int = len(INPUT_LABELS)) -> str:
@@ -58,9 +114,11 @@ def cohort_label(cohort: CohortReport, inputs: int = len(INPUT_LABELS)) -> str:
 
 def _runtime(system: SystemReport) -> str:
     r = system.runtime_seconds
+    known, unavailable = getattr(r, "known", 0), getattr(r, "unavailable", 0)
+    counts = f" ({known}/{known + unavailable} known)" if unavailable else ""
     if r.mean is None or r.median is None or r.p95 is None:
-        return "n/a"
-    return f"{r.mean:.1f} / {r.median:.1f} / {r.p95:.1f}"
+        return "n/a" + counts
+    return f"{r.mean:.1f} / {r.median:.1f} / {r.p95:.1f}{counts}"
 
 
 def _cost(system: SystemReport) -> str:
@@ -87,9 +145,11 @@ def _provenance(system: SystemReport) -> str:
     parts = []
     for p in system.provenance:
         commits = ",".join(str(c.seq) for c in p.commits)
+        retracted = getattr(p, "retracted", 0)
         parts.append(
             f"{p.experiment_id}: {p.attempts} attempts, {p.valid} valid, {p.resolved} resolved"
-            f" (commit {commits})"
+            + (f", {retracted} retracted" if retracted else "")
+            + f" (commit {commits})"
         )
     return "; ".join(parts)
 
@@ -100,11 +160,18 @@ def _classes(system: SystemReport) -> str:
 
 def _header(report: TaskReport) -> list[str]:
     snap = report.snapshot
+    held = {k: n for k, n in (getattr(report, "held_out", None) or {}).items() if n}
+    held_text = "; not counted: " + ", ".join(f"{k} {n}" for k, n in held.items()) if held else ""
     return [
         f"Task {report.task_id}",
         f"evidence {snap.evidence_digest} ({snap.attempts} attempts, newest commit "
-        f"{snap.last_commit_seq}) · generator {report.generator.name} {report.generator.version}",
+        f"{snap.last_commit_seq}) · generator {report.generator.name} {report.generator.version}"
+        + held_text,
     ]
+
+
+def _system_label(s: SystemReport) -> str:
+    return system_label({**s.system.model_dump(), "run": getattr(s, "run", None)})
 
 
 def render_table(report: TaskReport) -> str:
@@ -117,7 +184,7 @@ def render_table(report: TaskReport) -> str:
         for s in cohort.systems:
             reason = s.undefined.get("resolved_rate")
             lines += [
-                f"  {system_label(s.system)}",
+                f"  {_system_label(s)}",
                 f"    resolved     {rate_text(s.resolved, s.valid, s.resolved_rate, reason)}",
                 f"    invalid      {rate_text(s.invalid, s.attempts, s.invalid_rate)}",
                 f"    classes      {_classes(s)}",
@@ -131,12 +198,16 @@ def render_table(report: TaskReport) -> str:
             ]
             if notes := _notes(s):
                 lines.append(f"    ! {'; '.join(notes)}")
-    return "\n".join(lines) + "\n"
+    return inert_lines(lines)
 
 
 def md_escape(text: object) -> str:
-    """Return text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Return text as inert Markdown: no HTML, link, code span or cell break survives.
+
+    HTML and autolinks lose their angle brackets (`&lt;`), link and image syntax its square
+    brackets (backslash-escaped); control characters (line breaks included) become escapes.
+    """
+    return inert("".join(_MARKDOWN.get(c, c) for c in str(text)))
 
 
 def render_markdown(report: TaskReport) -> str:
@@ -152,7 +223,7 @@ def render_markdown(report: TaskReport) -> str:
         for s in cohort.systems:
             reason = s.undefined.get("resolved_rate")
             cells = [
-                system_label(s.system),
+                _system_label(s),
                 rate_text(s.resolved, s.valid, s.resolved_rate, reason),
                 rate_text(s.invalid, s.attempts, s.invalid_rate),
                 percent(s.consistency),
@@ -164,10 +235,9 @@ def render_markdown(report: TaskReport) -> str:
             lines.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
         lines += ["", "Provenance:", ""]
         lines += [
-            f"- {md_escape(system_label(s.system))}: {md_escape(_provenance(s))}"
-            for s in cohort.systems
+            f"- {md_escape(_system_label(s))}: {md_escape(_provenance(s))}" for s in cohort.systems
         ]
-    return "\n".join(lines) + "\n"
+    return inert_lines(lines)
 
 
 # --- HTML -----------------------------------------------------------------------------------
@@ -188,7 +258,7 @@ def _svg_rows(report: TaskReport) -> tuple[list[str], int]:
         title = cohort_label(cohort, inputs=2)
         if cohort.regrades:
             title += " · re-grades " + ", ".join(short(k) for k in cohort.regrades)
-        parts.append(f'<text x="4" y="{y + 20}" class="cohort">{html.escape(title)}</text>')
+        parts.append(f'<text x="4" y="{y + 20}" class="cohort">{html_text(title)}</text>')
         y += _ROW
         for s in cohort.systems:
             parts += _svg_system(s, y)
@@ -199,11 +269,14 @@ def _svg_rows(report: TaskReport) -> tuple[list[str], int]:
 def _svg_system(s: SystemReport, y: int) -> list[str]:
     mid = y + _ROW // 2
     color = _MUTED if "unobserved_provider" in s.flags else _COLOR
-    label = html.escape(system_label(s.system, harness=False))
+    full = _system_label(s)
+    label = html_text(full)
+    # Long labels are condensed to the label column; the full text is the hover title.
+    fit = f' textLength="{_LABEL_W - 24}" lengthAdjust="spacingAndGlyphs"' if len(full) > 56 else ""
     reason = s.undefined.get("resolved_rate")
-    text = html.escape(rate_text(s.resolved, s.valid, s.resolved_rate, reason))
+    text = html_text(rate_text(s.resolved, s.valid, s.resolved_rate, reason))
     out = [
-        f'<text x="14" y="{mid + 5}" class="label">{label}</text>',
+        f'<text x="14" y="{mid + 5}" class="label"{fit}><title>{label}</title>{label}</text>',
         f'<text x="{_LABEL_W + _PLOT_W + 12}" y="{mid + 5}" class="value">{text}</text>',
     ]
     rate = s.resolved_rate
@@ -268,8 +341,8 @@ def render_html(report: TaskReport) -> str:
     """Return a self-contained HTML page (no scripts, no network) with plot and tables."""
     head = _header(report)
     body = [
-        f"<h1>{html.escape(head[0])}</h1>",
-        f'<p class="meta">{html.escape(head[1])}</p>',
+        f"<h1>{html_text(head[0])}</h1>",
+        f'<p class="meta">{html_text(head[1])}</p>',
         '<p class="meta">Each point is a system\'s resolved rate over valid attempts; the bar '
         "is its Wilson 95% interval. Dashed bars are flagged (small sample, unobserved "
         "provider); infrastructure-invalid attempts are excluded from the rate and counted "
@@ -277,9 +350,9 @@ def render_html(report: TaskReport) -> str:
         render_plot(report),
     ]
     for cohort in report.cohorts:
-        body.append(f"<h2>{html.escape(cohort_label(cohort))}</h2>")
+        body.append(f"<h2>{html_text(cohort_label(cohort))}</h2>")
         body.append(_html_table(cohort))
-    title = html.escape(f"Evidence report: {report.task_id}")
+    title = html_text(f"Evidence report: {report.task_id}")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{title}</title><style>{_CSS}</style></head><body>"
@@ -297,7 +370,7 @@ def _html_table(cohort: CohortReport) -> str:
     rows = []
     for s in cohort.systems:
         cells = [
-            system_label(s.system),
+            _system_label(s),
             rate_text(s.resolved, s.valid, s.resolved_rate, s.undefined.get("resolved_rate")),
             rate_text(s.invalid, s.attempts, s.invalid_rate),
             percent(s.consistency),
@@ -305,7 +378,7 @@ def _html_table(cohort: CohortReport) -> str:
             _cost(s),
             _provenance(s),
         ]
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-        notes = html.escape("; ".join(_notes(s)))
+        tds = "".join(f"<td>{html_text(c)}</td>" for c in cells)
+        notes = html_text("; ".join(_notes(s)))
         rows.append(f'<tr>{tds}<td class="notes">{notes}</td></tr>')
     return f"<table>{head}{''.join(rows)}</table>"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import html
+from collections.abc import Mapping
+from typing import Any
 
 from registry.digest import short
-from registry.render import md_escape, percent
+from registry.render import html_text, inert, inert_lines, md_escape, percent, system_label
 from registry_schemas import CandidateComparison, Comparison, NoiseFloor, Summary, SystemSummary
 
 
@@ -21,12 +22,25 @@ def _p(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-def _arm_line(role: str, arm) -> str:  # type: ignore[no-untyped-def]
+def scope_text(scope: Mapping[str, Any]) -> str:
+    """Return a scope (`tasks`, `plan`, `experiment`) as words: `all tasks`, `3 tasks (a, b, c)`."""
+    tasks = list(scope.get("tasks") or [])
+    if not tasks:
+        parts = ["all tasks"]
+    else:
+        shown = ", ".join(str(t) for t in tasks[:3]) + (", ..." if len(tasks) > 3 else "")
+        parts = [f"{len(tasks)} task{'s' if len(tasks) != 1 else ''} ({shown})"]
+    parts += [f"{key} {scope[key]}" for key in ("plan", "experiment") if scope.get(key)]
+    return ", ".join(parts)
+
+
+def _arm_line(role: str, arm: Any) -> str:
     c = arm.counts
+    systems = "; ".join(system_label(s) for s in arm.systems)
     return (
         f"{role:<10} {arm.selector}: {c.resolved}/{c.valid} resolved of valid, "
         f"invalid {c.invalid}/{c.attempts} {percent(arm.invalid_rate.estimate)}, "
-        f"experiments {', '.join(arm.experiments)}"
+        f"experiments {', '.join(arm.experiments)}" + (f", systems {systems}" if systems else "")
     )
 
 
@@ -70,15 +84,28 @@ def render_comparison_table(comparison: Comparison) -> str:
     ]
     for c in comparison.comparisons:
         lines += ["", *_comparison_lines(c)]
-    return "\n".join(lines) + "\n"
+    return inert_lines(lines)
+
+
+def _fence(lines: list[str]) -> str:
+    """Return a code fence longer than any backtick run in `lines` (they cannot close it)."""
+    longest, run = 0, 0
+    for char in "\n".join(lines):
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
 
 
 def render_comparison_markdown(comparison: Comparison) -> str:
     """Return a comparison as Markdown."""
-    out = [f"# Comparison against `{comparison.baseline}`", ""]
+    out = [f"# Comparison against {md_escape(comparison.baseline)}", ""]
     for c in comparison.comparisons:
-        out += [f"## Candidate `{c.candidate.selector}`", "", f"**{c.verdict.text}**", ""]
-        out += ["```", *_comparison_lines(c)[:7], *[f"warning {w}" for w in c.warnings], "```", ""]
+        out += [f"## Candidate {md_escape(c.candidate.selector)}", ""]
+        out += [f"**{md_escape(c.verdict.text)}**", ""]
+        block = [inert(line) for line in [*_comparison_lines(c)[:7]]]
+        block += [inert(f"warning {w}") for w in c.warnings]
+        fence = _fence(block)
+        out += [fence, *block, fence, ""]
         out += ["| task | baseline | candidate | d (points) |", "|---|---|---|---|"]
         for t in c.tasks:
             out.append(
@@ -86,7 +113,7 @@ def render_comparison_markdown(comparison: Comparison) -> str:
                 f"| {t.candidate.resolved}/{t.candidate.valid} | {_points(t.difference)} |"
             )
         for d in c.dropped:
-            out.append(f"| {md_escape(d.task_id)} | dropped | {d.reason} | |")
+            out.append(f"| {md_escape(d.task_id)} | dropped | {md_escape(d.reason)} | |")
         out.append("")
     return "\n".join(out)
 
@@ -116,7 +143,7 @@ def render_difference_plot(c: CandidateComparison) -> str:
     for i, t in enumerate(c.tasks):
         y = 32 + i * _ROW
         color = "#2e7d32" if t.difference > 0 else "#c62828" if t.difference < 0 else "#777"
-        parts.append(f'<text x="4" y="{y + 4}">{html.escape(t.task_id[:38])}</text>')
+        parts.append(f'<text x="4" y="{y + 4}">{html_text(t.task_id[:38])}</text>')
         parts.append(
             f'<line x1="{zero}" y1="{y}" x2="{x(t.difference):.1f}" y2="{y}" stroke="{color}" '
             'stroke-width="6"/>'
@@ -136,12 +163,13 @@ def render_difference_plot(c: CandidateComparison) -> str:
 
 def render_comparison_html(comparison: Comparison) -> str:
     """Return a self-contained HTML page with a per-task difference plot per candidate."""
-    body = [f"<h1>Comparison against {html.escape(comparison.baseline)}</h1>"]
+    body = [f"<h1>Comparison against {html_text(comparison.baseline)}</h1>"]
     for c in comparison.comparisons:
-        body.append(f"<h2>Candidate {html.escape(c.candidate.selector)}</h2>")
-        body.append(f'<p class="verdict">{html.escape(c.verdict.text)}</p>')
-        body.append("<pre>" + html.escape("\n".join(_comparison_lines(c)[:7])) + "</pre>")
-        body.extend(f'<p class="warn">{html.escape(w)}</p>' for w in c.warnings)
+        body.append(f"<h2>Candidate {html_text(c.candidate.selector)}</h2>")
+        body.append(f'<p class="verdict">{html_text(c.verdict.text)}</p>')
+        pre = "\n".join(html_text(line) for line in _comparison_lines(c)[:7])
+        body.append(f"<pre>{pre}</pre>")
+        body.extend(f'<p class="warn">{html_text(w)}</p>' for w in c.warnings)
         body.append(
             '<p class="meta">Bars: per-task difference candidate − baseline in resolved rate '
             "(points); dashed line: mean difference; shaded band: ± minimum detectable "
@@ -160,14 +188,21 @@ def render_comparison_html(comparison: Comparison) -> str:
 
 
 def _system_text(s: SystemSummary) -> str:
-    sys = s.system
-    return f"{sys['agent']} {sys['agent_version']} {sys['provider']}/{sys['model']}"
+    return system_label({**s.system, "run": getattr(s, "run", None)})
+
+
+def _runtime(r: Any) -> str:
+    known, unavailable = getattr(r, "known", None), getattr(r, "unavailable", 0)
+    counts = f" ({known} known, {unavailable} unavailable)" if known is not None else ""
+    return f"mean {_p(r.mean)} median {_p(r.median)} p95 {_p(r.p95)}{counts}"
 
 
 def render_summary_table(summary: Summary) -> str:
     """Return a suite summary as plain text, counts behind every percentage."""
+    chosen = f" · systems {summary.system_filter}" if summary.system_filter else ""
     lines = [
-        f"Suite summary {summary.scope} · evidence {short(summary.snapshot['evidence_digest'])}"
+        f"Suite summary of {scope_text(summary.scope)}{chosen} · evidence "
+        f"{short(summary.snapshot['evidence_digest'])}"
     ]
     for s in summary.systems:
         pooled, clustered = s.pooled_resolved_rate, s.clustered_interval
@@ -196,32 +231,49 @@ def render_summary_table(summary: Summary) -> str:
                 if k in {"1", "2", "3", "5", "10"}
             ),
             f"  invalid {s.invalid}/{s.attempts} {percent(s.invalid_rate.estimate)}; expected "
-            f"flips between identical single runs {_p(s.expected_flips)}",
-            f"  runtime s mean {_p(s.runtime_seconds.mean)} median {_p(s.runtime_seconds.median)}"
-            f" p95 {_p(s.runtime_seconds.p95)}; cost total {_p(s.cost_usd.total)} USD "
+            f"flips between identical single runs {_p(s.expected_flips)}"
+            + _why(s, "expected_flips"),
+            f"  runtime s {_runtime(s.runtime_seconds)}; cost total {_p(s.cost_usd.total)} USD "
             f"({s.cost_usd.known} known, {s.cost_usd.unavailable} unavailable)",
         ]
-    return "\n".join(lines) + "\n"
+    return inert_lines(lines)
+
+
+def _why(layer: Any, field: str) -> str:
+    """Return ` (reason)` when a layer says why `field` is null, else nothing."""
+    reason = (getattr(layer, "undefined", None) or {}).get(field)
+    return f" ({reason})" if reason and getattr(layer, field, None) is None else ""
 
 
 def render_noise_table(floor: NoiseFloor) -> str:
-    """Return a noise floor as plain text."""
-    moves = ", ".join(f"≥{m}: {100 * p:.1f}%" for m, p in floor.p_move_at_least.items())
-    mdd = ", ".join(f"K={k}: {_size(v)}" for k, v in floor.mdd_by_attempts.items())
-    q = floor.net_change["quantiles"]
-    return (
-        "\n".join(
-            [
-                f"Noise floor of {floor.system} over {floor.tasks} tasks",
-                f"expected flips between two identical single-run evaluations: "
-                f"{floor.expected_flips:.3f} tasks (Σ 2p(1−p); unbiased "
-                f"{_p(floor.expected_flips_unbiased)})",
-                f"net change in resolved count, {floor.simulations} simulated pairs "
-                f"(seed {floor.seed}): "
-                f"95% within [{q['2.5']:+.0f}, {q['97.5']:+.0f}] tasks",
-                f"P(|net change| moves by): {moves}",
-                f"minimum detectable difference (points) by attempts per task: {mdd}",
-            ]
-        )
-        + "\n"
+    """Return a noise floor as plain text; an unmeasurable figure is `n/a` with its reason."""
+    identity = getattr(floor, "identity", None)
+    who = f" ({system_label({**identity, 'run': getattr(floor, 'run', None)})})" if identity else ""
+    lines = [f"Noise floor of {floor.system}{who} over {floor.tasks} tasks"]
+    flips = "n/a" if floor.expected_flips is None else f"{floor.expected_flips:.3f}"
+    lines.append(
+        f"expected flips between two identical single-run evaluations: {flips} tasks "
+        f"(Σ 2p(1−p); unbiased {_p(floor.expected_flips_unbiased)})" + _why(floor, "expected_flips")
     )
+    quantiles = (floor.net_change or {}).get("quantiles")
+    if quantiles:
+        lines.append(
+            f"net change in resolved count, {floor.simulations} simulated pairs "
+            f"(seed {floor.seed}): 95% within [{quantiles['2.5']:+.0f}, "
+            f"{quantiles['97.5']:+.0f}] tasks"
+        )
+    else:
+        lines.append("net change in resolved count: n/a" + _why(floor, "net_change"))
+    moves = floor.p_move_at_least
+    lines.append(
+        "P(|net change| moves by): "
+        + (", ".join(f"≥{m}: {100 * p:.1f}%" for m, p in moves.items()) if moves else "n/a")
+        + ("" if moves else _why(floor, "p_move_at_least"))
+    )
+    mdd = floor.mdd_by_attempts
+    lines.append(
+        "minimum detectable difference (points) by attempts per task: "
+        + (", ".join(f"K={k}: {_size(v)}" for k, v in mdd.items()) if mdd else "n/a")
+        + ("" if mdd else _why(floor, "mdd_by_attempts"))
+    )
+    return inert_lines(lines)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import uuid
@@ -24,13 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.digest import hex_of
-from registry.errors import RegistryRootError
+from registry.errors import RegistryRootError, StorageError, storage_error
 
 FORMAT = "registry/1"
 MARKER = "REGISTRY"
 _SUBDIRS = ("tmp", "attempts", "ledger", "layers")
 _LAYOUT = {*_SUBDIRS, MARKER}
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+# `s3://bucket/prefix`, and the same once a path type has collapsed it to `s3:/bucket/prefix`.
+_URL = re.compile(r"^([a-z][a-z0-9+.-]+):/+")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,10 @@ class Store:
     def temp_area(self) -> Iterator[Path]:
         """Yield a private temporary directory that is removed afterwards, whatever happens."""
         area = self.tmp_dir / uuid.uuid4().hex
-        area.mkdir(parents=True)
+        try:
+            area.mkdir(parents=True)
+        except OSError as exc:
+            raise storage_error(exc, area) from exc
         try:
             yield area
         finally:
@@ -78,39 +84,58 @@ class Store:
         The file is fsynced and made read-only, then hard-linked into place: `link` fails
         when the name exists, so no object is ever overwritten, and a reader never sees a
         partial file. The directory is fsynced so the new name survives a crash.
+
+        Raises:
+            StorageError: the file system refused (disk full, read-only, permission denied).
         """
         target = self.resolve(relative)
-        make_durable_dirs(target.parent)
-        _fsync_file(temp_file)
-        os.chmod(temp_file, READ_ONLY)
         try:
-            os.link(temp_file, target)
-        except FileExistsError:
-            return False
-        _fsync_dir(target.parent)
+            make_durable_dirs(target.parent)
+            _fsync_file(temp_file)
+            os.chmod(temp_file, READ_ONLY)
+            try:
+                os.link(temp_file, target)
+            except FileExistsError:
+                return False
+            _fsync_dir(target.parent)
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise storage_error(exc, target) from exc
         return True
 
     def put_bytes(self, data: bytes, relative: str, scratch: Path) -> bool:
         """Write `data` at `relative` if absent, via a temp file in `scratch`; True if created."""
         temp = scratch / uuid.uuid4().hex
-        temp.write_bytes(data)
+        try:
+            temp.write_bytes(data)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise storage_error(exc, temp) from exc
         try:
             return self.put_file(temp, relative)
         finally:
             temp.unlink(missing_ok=True)
 
 
-def open_store(root: Path, *, create: bool = False) -> Store:
+def open_store(root: Path | str, *, create: bool = False) -> Store:
     """Return the store at `root`, creating an empty registry there if `create` is set.
 
     Raises:
         RegistryRootError: `root` is not a registry (and `create` is not set), or is a file,
-            or holds something that is not a registry.
+            or holds something that is not a registry, or is a URL (object storage is not
+            supported: it would otherwise become a local folder named after the scheme).
+        StorageError: the file system refused to create the registry.
     """
+    _refuse_url(root)
     root = Path(root).absolute()
     marker = root / MARKER
     if marker.is_file():
-        if marker.read_text().strip() != FORMAT:
+        try:
+            text = marker.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise storage_error(exc, marker, "read") from exc
+        if text.strip() != FORMAT:
             raise RegistryRootError(f"{root} holds an unsupported registry format")
         return Store(root)
     if not create:
@@ -121,14 +146,29 @@ def open_store(root: Path, *, create: bool = False) -> Store:
         raise RegistryRootError(f"{root} exists and is not a directory")
     # Another writer may be creating the same registry right now: its sub-directories
     # without the marker yet are expected; anything else means a foreign directory.
-    if root.is_dir() and any(p.name not in _LAYOUT for p in root.iterdir()):
-        raise RegistryRootError(f"{root} is a non-empty directory that is not a registry")
-    for sub in _SUBDIRS:
-        (root / sub).mkdir(parents=True, exist_ok=True)
+    try:
+        if root.is_dir() and any(p.name not in _LAYOUT for p in root.iterdir()):
+            raise RegistryRootError(f"{root} is a non-empty directory that is not a registry")
+        for sub in _SUBDIRS:
+            (root / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise storage_error(exc, root, "create a registry at") from exc
     store = Store(root)
     with store.temp_area() as area:
         store.put_bytes(f"{FORMAT}\n".encode(), MARKER, area)  # create-if-absent: races are fine
     return store
+
+
+def _refuse_url(root: Path | str) -> None:
+    text = os.fspath(root)
+    match = _URL.match(text)
+    if match is None:
+        return
+    if not isinstance(root, str):  # a path type collapsed `scheme://` to `scheme:/`
+        text = f"{match.group(1)}://{text[match.end() :]}"
+    raise RegistryRootError(
+        f"--root {text}: object storage is not supported by this build; use a local directory"
+    )
 
 
 def make_durable_dirs(path: Path) -> None:
