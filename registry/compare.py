@@ -1,10 +1,15 @@
-"""`registry compare`: did this change do anything? Paired task by task (STATISTICS.md §3).
+"""`registry compare`: did this change do anything? Paired task by task (docs/statistics.md §4).
 
 Arms are chosen by selectors (see `registry.selection`). Tasks pair only over cohorts that
 agree on every cohort input except the varied one (the agent system by default); a task whose
 arms disagree on another input is refused, naming the inputs. Counts come first: per-task
 rates side by side, then d̄, SE, MDD, a seeded paired bootstrap, the sign test, McNemar on
 binary task outcomes, each arm's invalid rate, and a verdict from the decision table.
+
+Which attempts count and how they form samples is `registry.evidence`'s rule: an arm whose
+attempts come from more than one observed system (a mid-experiment model swap, legacy
+evidence beside observed evidence, runs that record no model) is refused with the systems
+named, never pooled; a regraded generation is another cohort and never pairs with its original.
 """
 
 from __future__ import annotations
@@ -14,10 +19,16 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-import scipy.stats as sps
-
 from registry import stats
-from registry.evidence import ENVELOPE_KEYS, is_resolved, is_valid, snapshot_of
+from registry.evidence import (
+    ENVELOPE_KEYS,
+    is_resolved,
+    is_valid,
+    observed_identity,
+    snapshot_of,
+    system_key,
+    system_label,
+)
 from registry.layers import LayerVersion, store_layer
 from registry.report import rate_of
 from registry.selection import (
@@ -42,7 +53,7 @@ from registry_schemas import (
     Verdict,
 )
 
-GENERATOR = Generator(name="registry.compare", version="1")
+GENERATOR = Generator(name="registry.compare", version="2")
 COMPARISON_LAYER = "comparison"
 ALPHA = 0.05
 VARIABLE_INPUTS = (
@@ -66,11 +77,15 @@ def compare(
     vary: str = "agent_system_digest",
     seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
     resamples: int = stats.DEFAULT_RESAMPLES,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
 ) -> Comparison:
     """Compare a baseline with each candidate, Holm-adjusting p-values across candidates.
 
     Raises:
-        SelectorError: an arm selects nothing, arms overlap, or `vary` is not an input.
+        SelectorError: an arm selects nothing or more than one observed system, arms overlap,
+            or `vary` is not an input.
     """
     if vary not in VARIABLE_INPUTS:
         raise SelectorError(
@@ -80,7 +95,7 @@ def compare(
     if not candidates:
         raise SelectorError("give at least one --candidate selector")
     scope = scope or Scope()
-    rows = load_evidence(store, scope)
+    rows = load_evidence(store, scope, as_of=as_of, include_retracted=include_retracted)
     base_rows = _select(rows, baseline, "baseline")
     partial = []
     used = {r["attempt_id"]: r for r in base_rows}
@@ -118,6 +133,17 @@ def _select(rows: Rows, selector: Selector, role: str) -> Rows:
     chosen = [r for r in rows if selector.matches(r)]
     if not chosen:
         raise SelectorError(f"{role} selector '{selector.text}' selects no attempts in scope")
+    systems = Counter(system_key(r) for r in chosen)
+    if len(systems) > 1:
+        named = {system_key(r): system_label(observed_identity(r), r["run"]) for r in chosen}
+        shown = "; ".join(
+            f"{named[key]} ({n} attempts)"
+            for key, n in sorted(systems.items(), key=lambda kv: (-kv[1], named[kv[0]]))
+        )
+        raise SelectorError(
+            f"{role} arm '{selector.text}' spans {len(systems)} observed systems, which never "
+            f"pool: {shown}; narrow the selector (e.g. model=…, provider=…, experiment=…)"
+        )
     return chosen
 
 
@@ -245,6 +271,8 @@ def _compare_pair(
     independence = _independence_p(base_summary.counts, cand_summary.counts)
     excluded = {"baseline": len(a_all) - len(a_rows), "candidate": len(b_all) - len(b_rows)}
     warnings = _warnings(base_summary, cand_summary, independence, dropped)
+    if (apart := _apart(a_rows, b_rows)) is not None:
+        warnings.append(apart)
     if excluded["baseline"] or excluded["candidate"]:
         warnings.append(
             f"{excluded['baseline']} baseline and {excluded['candidate']} candidate attempts are "
@@ -276,9 +304,26 @@ def _compare_pair(
     }
 
 
-def _attempts_per_task(paired: list[PairedTask]) -> int:
+def _apart(a_rows: Rows, b_rows: Rows) -> str | None:
+    """Return a warning when the arms ran at times that do not overlap."""
+    a = [r["started_at"] for r in a_rows if r["started_at"] is not None]
+    b = [r["started_at"] for r in b_rows if r["started_at"] is not None]
+    if not a or not b or (max(a) >= min(b) and max(b) >= min(a)):
+        return None
+
+    def span(times: list[Any]) -> str:
+        return f"{min(times):%Y-%m-%d %H:%M}–{max(times):%Y-%m-%d %H:%M} UTC"
+
+    return (
+        f"the arms ran at times that do not overlap (baseline {span(a)}, candidate {span(b)}): "
+        "whatever changed in between (provider-side model updates, infrastructure) is "
+        "confounded with the change compared"
+    )
+
+
+def _attempts_per_task(paired: list[PairedTask]) -> int | None:
     if not paired:
-        return 0
+        return None
     a = statistics.median_low([t.baseline.valid for t in paired])
     b = statistics.median_low([t.candidate.valid for t in paired])
     return int(min(a, b))
@@ -288,7 +333,7 @@ def _independence_p(a: ArmCounts, b: ArmCounts) -> float | None:
     if a.attempts == 0 or b.attempts == 0 or a.invalid + b.invalid == 0:
         return None
     table = [[a.invalid, a.valid], [b.invalid, b.valid]]
-    return float(sps.fisher_exact(table).pvalue)
+    return stats.fisher_exact_p(table)
 
 
 def _warnings(
@@ -332,50 +377,94 @@ def _with_holm(partial: list[dict[str, Any]]) -> list[CandidateComparison]:
             positive=gained, negative=lost, ties=ties, p=mcn_p[i], p_holm=mcn_adj[i]
         )
         verdict = decide(
-            p["tasks"], p["mean_difference"], p["mdd"], sign_test, p["attempts_per_task"]
+            p["tasks"],
+            p["mean_difference"],
+            p["mdd"],
+            sign_test,
+            p["attempts_per_task"],
+            (p["bootstrap"]["low"], p["bootstrap"]["high"]),
         )
         out.append(CandidateComparison(**p, sign_test=sign_test, mcnemar=mcnemar, verdict=verdict))
     return out
 
 
 def decide(
-    tasks: list[PairedTask], mean: float | None, mdd: float | None, sign: ExactTest, k: int
+    tasks: list[PairedTask],
+    mean: float | None,
+    mdd: float | None,
+    sign: ExactTest,
+    k: int | None,
+    bootstrap: tuple[float | None, float | None] = (None, None),
 ) -> Verdict:
-    """Apply the decision table of the comparison (never a bare point estimate)."""
+    """Apply the decision table of the comparison (never a bare point estimate).
+
+    A detected difference (|d̄| ≥ MDD and Holm-adjusted sign test p < α) is reported as ahead
+    or behind whatever the saturation; saturation only explains a null result. K = 1 is
+    flagged: a single run per task cannot separate noise from effect.
+    """
     n = len(tasks)
     saturated = sum(t.rate_baseline == t.rate_candidate in (0.0, 1.0) for t in tasks)
-    if k >= 2 and n and saturated > n / 2:
+    is_saturated = k is not None and k >= 2 and n > 0 and saturated > n / 2
+    flags = (["single_run"] if k == 1 else []) + (["saturated"] if is_saturated else [])
+    notes = []
+    if k == 1:
+        notes.append("single-run comparison: cannot separate noise from effect")
+    if mean is None or mdd is None:
+        return Verdict(
+            code="too_few_tasks",
+            text=f"too few paired tasks to compare ({n})",
+            flags=flags,
+            notes=notes,
+        )
+    if all(t.difference == tasks[0].difference for t in tasks):
+        notes.append(
+            f"every paired task moved by the same {100 * tasks[0].difference:+.1f} points "
+            "(SE = 0, so MDD = 0): the verdict rests on the sign test alone"
+        )
+    detected = mean != 0 and abs(mean) >= mdd
+    if detected and sign.p_holm < ALPHA:
+        ahead = mean > 0
+        wins, losses = (sign.positive, sign.negative) if ahead else (sign.negative, sign.positive)
+        text = (
+            f"candidate {'ahead' if ahead else 'behind'} by {100 * abs(mean):.1f} points, "
+            f"same direction on {wins} of {wins + losses} tasks"
+        )
+        if is_saturated:
+            text += f" ({saturated} of {n} tasks at 0/K or K/K in both arms)"
+        return Verdict(code="ahead" if ahead else "behind", text=text, flags=flags, notes=notes)
+    if detected:
+        return Verdict(
+            code="heavy_tasks",
+            text=(
+                f"led by a few heavy tasks (|d| {100 * abs(mean):.1f} points ≥ MDD, sign test "
+                f"p = {sign.p_holm:.3g}); not a suite-wide effect"
+            ),
+            flags=flags,
+            notes=notes,
+        )
+    low, high = bootstrap
+    if low is not None and high is not None and (low > 0 or high < 0):
+        notes.append(
+            f"the bootstrap interval [{100 * low:+.1f}, {100 * high:+.1f}] excludes zero, but "
+            f"|d| {100 * abs(mean):.1f} < MDD {100 * mdd:.1f} (the difference this design "
+            "detects with 80% power): a real effect may be there, below what this design detects"
+        )
+    if is_saturated:
         return Verdict(
             code="saturated",
             text=(
                 f"suite saturated ({saturated} of {n} tasks at 0/K or K/K in both arms); "
                 "widen difficulty before comparing"
             ),
-        )
-    if mean is None or mdd is None:
-        return Verdict(code="too_few_tasks", text=f"too few paired tasks to compare ({n})")
-    if abs(mean) < mdd:
-        return Verdict(
-            code="no_detectable_difference",
-            text=(
-                f"no detectable difference at {n} tasks, {k} attempts (|d| {100 * abs(mean):.1f} "
-                f"points < MDD {100 * mdd:.1f})"
-            ),
-        )
-    if sign.p_holm < ALPHA:
-        ahead = mean > 0
-        wins, losses = (sign.positive, sign.negative) if ahead else (sign.negative, sign.positive)
-        return Verdict(
-            code="ahead" if ahead else "behind",
-            text=(
-                f"candidate {'ahead' if ahead else 'behind'} by {100 * abs(mean):.1f} points, "
-                f"same direction on {wins} of {wins + losses} tasks"
-            ),
+            flags=flags,
+            notes=notes,
         )
     return Verdict(
-        code="heavy_tasks",
+        code="no_detectable_difference",
         text=(
-            f"led by a few heavy tasks (|d| {100 * abs(mean):.1f} points ≥ MDD, sign test "
-            f"p = {sign.p_holm:.3g}); not a suite-wide effect"
+            f"no detectable difference at {n} tasks, {k} attempts (|d| {100 * abs(mean):.1f} "
+            f"points < MDD {100 * mdd:.1f})"
         ),
+        flags=flags,
+        notes=notes,
     )

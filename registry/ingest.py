@@ -18,10 +18,12 @@ import pyarrow as pa
 
 from registry import ledger
 from registry._faults import checkpoint
+from registry.admission import Admission
 from registry.digest import digest_file
 from registry.errors import InvalidRecordError, LedgerConflictError
 from registry.importers import ImportContext, parse_envelope
 from registry.keys import derive_keys, record_json
+from registry.retract import retracted_ids
 from registry.sources import (
     ProgressFn,
     Source,
@@ -46,6 +48,8 @@ class IngestResult:
     commit: ledger.LedgerEntry | None
     sources: list[Source]
     warnings: list[str] = field(default_factory=list)
+    retracted: int = 0
+    """Attempts of the input already present and retracted: they stay retracted."""
 
 
 @dataclass
@@ -71,6 +75,9 @@ class _Batch:
     read: int = 0
     present: int = 0
     buffered: int = 0
+    admission: Admission | None = None
+    retracted: set[str] = field(default_factory=set)
+    resurrections: int = 0
 
 
 def ingest(
@@ -107,10 +114,16 @@ def ingest(
     try:
         with store.temp_area() as area:
             batch = _Batch(store, area, spill_rows)
-            _index_ledger(batch, ledger.read_ledger(store))
+            entries = ledger.read_ledger(store)
+            _index_ledger(batch, entries)
+            batch.admission = Admission(
+                store, lambda key: batch.segments_by_cohort.get(key, []), entries
+            )
+            batch.retracted = set(retracted_ids(entries))
             for source in sources:
                 for location, payload in iter_payloads(source, tick):
                     _add(batch, source, location, payload)
+            batch.admission.check_regrades()
             segments = _write_segments(batch)
             checkpoint("after-temp-segments")
             commit, segments = _commit(batch, sources, segments)
@@ -120,7 +133,15 @@ def ingest(
             remove_empty_store(store, remove_root=not root_existed)  # leave no empty registry
         raise
     new = sum(s["rows"] for s in segments)
-    return IngestResult(batch.read, new, batch.read - new, commit, sources, context.summary())
+    warnings = context.summary()
+    if batch.resurrections:
+        warnings.append(
+            f"{batch.resurrections} attempt(s) of this input were retracted earlier; they stay "
+            "retracted (counted as already present, not restored)"
+        )
+    result = IngestResult(batch.read, new, batch.read - new, commit, sources, warnings)
+    result.retracted = batch.resurrections
+    return result
 
 
 def _index_ledger(batch: _Batch, entries: list[ledger.LedgerEntry]) -> None:
@@ -157,7 +178,11 @@ def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
     batch.read += 1
     if attempt_id in batch.seen or attempt_id in _known_ids(batch, cohort_key):
         batch.present += 1
+        if attempt_id in batch.retracted:
+            batch.resurrections += 1
         return
+    assert batch.admission is not None
+    batch.admission.admit(source.label, location, record, attempt_id, cohort_key)
     batch.seen.add(attempt_id)
     cohort = batch.cohorts.setdefault(cohort_key, _Cohort(cohort_key))
     cohort.rows.append(to_row(record, attempt_id, cohort_key))

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from registry.canonical import canonical_json
 from registry.digest import digest_bytes
-from registry.errors import IntegrityError, LedgerConflictError
+from registry.errors import IntegrityError, LedgerConflictError, RegistryError
 from registry.store import Store
 from registry_schemas import Commit
 
@@ -75,6 +75,54 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
     """
     paths = sorted(p for p in store.ledger_dir.glob("*.json") if is_commit_name(p.name))
     return [read_entry(p) for p in paths]
+
+
+class AsOfError(RegistryError, ValueError):
+    """`--as-of` names no commit of the ledger."""
+
+
+def entries_as_of(entries: list[LedgerEntry], as_of: str | int | None) -> list[LedgerEntry]:
+    """Return the ledger as it stood at a commit: a sequence number or an RFC 3339 date/time.
+
+    A date (`2026-11-09`) means the end of that day in UTC; a date-time keeps every commit
+    created at or before it. The answer is what every reader would have seen then.
+
+    Raises:
+        AsOfError: the text is neither, or names a sequence number beyond the head.
+    """
+    if as_of is None:
+        return entries
+    text = str(as_of).strip()
+    head = entries[-1].seq if entries else 0
+    if text.isdigit():
+        seq = int(text)
+        if seq > head or seq < 1:
+            raise AsOfError(
+                f"--as-of {text}: the ledger holds commits 1..{head}; give one of those or a date"
+            )
+        return [e for e in entries if e.seq <= seq]
+    limit = _as_of_time(text)
+    return [e for e in entries if _parse_time(e.commit.created_at) <= limit]
+
+
+def _as_of_time(text: str) -> datetime:
+    try:
+        if len(text) == 10:
+            day = datetime.fromisoformat(text).replace(tzinfo=UTC)
+            return day.replace(hour=23, minute=59, second=59, microsecond=999999)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise AsOfError(
+            f"--as-of {text!r}: expected a commit sequence number, a date (2026-11-09) or an "
+            "RFC 3339 date-time with offset (2026-11-09T12:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise AsOfError(f"--as-of {text!r}: a date-time needs an offset, e.g. Z or +02:00")
+    return moment.astimezone(UTC)
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def head_seq(store: Store) -> int:

@@ -10,12 +10,16 @@ configuration move apart by chance. From each task's plug-in rate p_t = resolved
   give per-task differences with variance 2 p_t (1 − p_t) / K, so
   SE(d̄) = sqrt(Σ_t 2 p_t (1 − p_t) / K) / T and MDD = 2.8 · SE.
 
-A task unit is a task under one suite configuration, as in the summary.
+The selector must match one suite unit of `registry.evidence` (one configuration, one
+observed system); a selection that spans several (a regraded generation beside its original,
+a model swap) is refused with the units named, never pooled. Fewer than three valid attempts
+per task (median) cannot measure a noise floor: every figure is then null with the reason.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -23,13 +27,15 @@ from typing import Any
 import numpy as np
 
 from registry import stats
-from registry.evidence import INVALID, snapshot_of
+from registry.evidence import INVALID, observed_identity, snapshot_of, unit_key
 from registry.layers import LayerVersion, store_layer
-from registry.selection import Scope, Selector, SelectorError, configuration, load_evidence
+from registry.selection import Scope, Selector, SelectorError, describe_units, load_evidence
 from registry.store import Store
 from registry_schemas import Generator, NoiseFloor
 
-GENERATOR = Generator(name="registry.noise", version="1")
+GENERATOR = Generator(name="registry.noise", version="2")
+MIN_ATTEMPTS = 3
+"""Median valid attempts per task below which the noise floor is not measurable."""
 NOISE_LAYER = "noise"
 DEFAULT_SIMULATIONS = 100_000
 DEFAULT_ATTEMPTS = (1, 2, 3, 5, 10)
@@ -44,34 +50,70 @@ def noise_floor(
     simulations: int = DEFAULT_SIMULATIONS,
     seed: int = 0,
     attempts: Sequence[int] = DEFAULT_ATTEMPTS,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
 ) -> NoiseFloor:
     """Return the noise floor of the selected system.
 
     Raises:
-        SelectorError: the selector matches no task with a valid attempt.
+        SelectorError: the selector matches no task with a valid attempt, or more than one
+            suite unit (configuration and observed system).
     """
     scope = scope or Scope()
-    rows = [r for r in load_evidence(store, scope) if system.matches(r)]
+    evidence = load_evidence(store, scope, as_of=as_of, include_retracted=include_retracted)
+    rows = [r for r in evidence if system.matches(r)]
+    units = {unit_key(r) for r in rows}
+    if len(units) > 1:
+        raise SelectorError(
+            f"'{system.text}' matches {len(units)} systems or configurations, which never pool: "
+            f"{describe_units(rows)}; narrow the selector"
+        )
     counts = _task_counts(rows)
     if not counts:
         raise SelectorError(f"'{system.text}' has no task with a valid attempt in scope")
-    rates = {unit: c / n for unit, (c, n) in counts.items()}
-    probabilities = [rates[unit] for unit in sorted(rates)]
-    changes = simulate_net_change(probabilities, simulations, seed)
+    rates = {task: c / n for task, (c, n) in counts.items()}
+    probabilities = [rates[task] for task in sorted(rates)]
+    per_task = float(statistics.median(n for _, n in counts.values()))
+    figures: dict[str, Any] = {
+        "expected_flips": None,
+        "expected_flips_unbiased": None,
+        "net_change": None,
+        "p_move_at_least": None,
+        "mdd_by_attempts": None,
+    }
+    undefined = {}
+    if per_task < MIN_ATTEMPTS:
+        reason = (
+            f"median valid attempts per task is {per_task:g}; fewer than {MIN_ATTEMPTS} cannot "
+            "measure the noise floor (a task seen once looks perfectly stable)"
+        )
+        undefined = {name: reason for name in figures}
+    else:
+        changes = simulate_net_change(probabilities, simulations, seed)
+        figures = {
+            "expected_flips": stats.expected_flips(probabilities),
+            "expected_flips_unbiased": _unbiased_flips(counts.values()),
+            "net_change": _distribution(changes),
+            "p_move_at_least": {str(m): float(np.mean(np.abs(changes) >= m)) for m in MOVES},
+            "mdd_by_attempts": {str(k): mdd_for_attempts(probabilities, k) for k in attempts},
+        }
     return NoiseFloor(
         system=system.text,
+        identity=observed_identity(rows[0]),
+        run=rows[0]["run"],
+        configuration_digest=rows[0]["configuration_digest"],
         scope=scope.describe(),
         snapshot=snapshot_of(rows),
         generator=GENERATOR,
         tasks=len(rates),
+        attempts_per_task=per_task,
         rates=rates,
-        expected_flips=stats.expected_flips(probabilities),
-        expected_flips_unbiased=_unbiased_flips(counts.values()),
+        counts={task: [c, n] for task, (c, n) in sorted(counts.items())},
         simulations=simulations,
         seed=seed,
-        net_change=_distribution(changes),
-        p_move_at_least={str(m): float(np.mean(np.abs(changes) >= m)) for m in MOVES},
-        mdd_by_attempts={str(k): mdd_for_attempts(probabilities, k) for k in attempts},
+        undefined=undefined,
+        **figures,
     )
 
 
@@ -105,16 +147,14 @@ def mdd_for_attempts(probabilities: Sequence[float], attempts: int) -> float | N
 
 
 def _task_counts(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    units: dict[tuple[str, str], list[str]] = defaultdict(list)
+    classes: dict[str, list[str]] = defaultdict(list)
     for row in rows:
-        units[(row["task_id"], configuration(row))].append(row["terminal_class"])
-    configs = {config for _, config in units}
+        classes[row["task_id"]].append(row["terminal_class"])
     counts = {}
-    for (task, config), classes in units.items():
-        valid = [c for c in classes if c not in INVALID]
+    for task, outcomes in classes.items():
+        valid = [c for c in outcomes if c not in INVALID]
         if valid:
-            label = task if len(configs) == 1 else f"{task} @{sorted(configs).index(config)}"
-            counts[label] = (valid.count("resolved"), len(valid))
+            counts[task] = (valid.count("resolved"), len(valid))
     return counts
 
 

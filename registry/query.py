@@ -9,6 +9,7 @@ locked, and only a single SELECT statement is accepted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,10 @@ import duckdb
 import pyarrow as pa
 
 from registry.errors import QueryError, ReadOnlyQueryError
-from registry.ledger import LedgerEntry, read_ledger
+from registry.evidence import register_evidence
+from registry.layer_views import LAYER_VIEWS, layer_tables
+from registry.ledger import LedgerEntry, entries_as_of, read_ledger
+from registry.retract import retracted_ids, retraction_table
 from registry.store import Store
 from registry.tables import ATTEMPT_SCHEMA
 
@@ -31,8 +35,8 @@ _SEGMENTS_SCHEMA = pa.schema(
     ]
 )
 
-_ATTEMPTS_VIEW = """
-CREATE VIEW attempts AS
+_ATTEMPTS_ALL_VIEW = """
+CREATE VIEW _attempts_all AS
 SELECT r.* EXCLUDE (filename), s.commit_seq, s.commit_digest, s.source, s.ingested_at
 FROM _attempt_rows r JOIN _segments s ON r.filename = s.path
 QUALIFY row_number() OVER (PARTITION BY r.attempt_id ORDER BY s.commit_seq, s.path) = 1
@@ -40,7 +44,8 @@ QUALIFY row_number() OVER (PARTITION BY r.attempt_id ORDER BY s.commit_seq, s.pa
 
 _COHORTS_VIEW = """
 CREATE VIEW cohorts AS
-SELECT cohort_key, any_value(task_id) AS task_id, any_value(inputs) AS inputs,
+SELECT cohort_key, any_value(task_id) AS task_id, any_value(configuration_digest)
+           AS configuration_digest, any_value(inputs) AS inputs,
        count(*) AS attempts, count(DISTINCT experiment_id) AS experiments,
        min(commit_seq) AS first_commit_seq, max(commit_seq) AS last_commit_seq
 FROM attempts GROUP BY cohort_key
@@ -48,10 +53,9 @@ FROM attempts GROUP BY cohort_key
 
 _SYSTEMS_VIEW = """
 CREATE VIEW systems AS
-SELECT envelope.agent AS agent, envelope.agent_version AS agent_version,
-       CASE WHEN terminal_identity IS NULL THEN 'unobserved' ELSE envelope.provider END
-           AS provider,
-       envelope.model AS model, envelope.harness_version AS harness_version,
+SELECT system.agent AS agent, system.agent_version AS agent_version,
+       system.provider AS provider, system.model AS model,
+       system.harness_version AS harness_version, run,
        count(*) AS attempts, count(DISTINCT task_id) AS tasks
 FROM attempts GROUP BY ALL
 """
@@ -70,6 +74,8 @@ CREATE MACRO wilson_high(x, n) AS CASE WHEN n = 0 THEN NULL WHEN x = n THEN 1.0
     ELSE least(1.0, wilson_center(x, n) + wilson_half(x, n)) END;
 CREATE MACRO is_valid(terminal_class) AS terminal_class IN
     ('resolved', 'model_failure', 'safety_failure', 'timeout');
+CREATE MACRO interval_below(x1, n1, x0, n0) AS wilson_high(x1, n1) < wilson_low(x0, n0);
+CREATE MACRO interval_above(x1, n1, x0, n0) AS wilson_low(x1, n1) > wilson_high(x0, n0);
 """
 
 READ_ONLY_TYPES = {duckdb.StatementType.SELECT}
@@ -83,13 +89,25 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
 
 
-def connect(store: Store, task_ids: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    store: Store,
+    task_ids: Iterable[str] | None = None,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+    layer_views: Iterable[str] = (),
+) -> duckdb.DuckDBPyConnection:
     """Return a confined connection with the registry views.
 
     With `task_ids`, only segments holding one of those tasks are read (the ledger records
-    which tasks each segment holds), so the cost follows the tasks' evidence.
+    which tasks each segment holds), so the cost follows the tasks' evidence. `as_of` reads
+    the ledger as it stood at a commit sequence or date (see `ledger.entries_as_of`);
+    `layer_views` names the stored-layer views to build (`reports`, `comparisons`, ...).
+
+    Raises:
+        AsOfError: `as_of` names no commit of this ledger.
     """
-    entries = read_ledger(store)
+    entries = entries_as_of(read_ledger(store), as_of)
     wanted = None if task_ids is None else set(task_ids)
     segments = _segment_table(store, entries, wanted)
     con = duckdb.connect(":memory:", config={"threads": 2})
@@ -101,19 +119,42 @@ def connect(store: Store, task_ids: Iterable[str] | None = None) -> duckdb.DuckD
         empty = ATTEMPT_SCHEMA.empty_table().append_column("filename", pa.array([], pa.string()))
         con.register("_attempt_rows", empty)
     con.register("_commits", _commit_table(entries))
+    con.register("_retractions", retraction_table(entries))
+    con.execute(_MACROS)
+    con.execute(_ATTEMPTS_ALL_VIEW)
+    register_evidence(con, retracted_ids(entries), include_retracted)
     for sql in (
-        _ATTEMPTS_VIEW,
         _COHORTS_VIEW,
         _SYSTEMS_VIEW,
         "CREATE VIEW commits AS SELECT * FROM _commits",
-        _MACROS,
+        "CREATE VIEW retractions AS SELECT * FROM _retractions",
     ):
         con.execute(sql)
+    wanted_layers = set(layer_views)
+    if wanted_layers:
+        for name, table in layer_tables(store, entries, wanted_layers).items():
+            con.register(f"_{name}", table)
+            con.execute(
+                f"CREATE VIEW {name} AS SELECT * REPLACE (document::JSON AS document) FROM _{name}"
+            )
     _confine(con, store)
     return con
 
 
-def run_query(store: Store, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
+def layer_views_in(sql: str) -> set[str]:
+    """Return the stored-layer views a query mentions (only those are built)."""
+    words = set(re.findall(r"[a-z_]+", sql.lower()))
+    return words & set(LAYER_VIEWS)
+
+
+def run_query(
+    store: Store,
+    sql: str,
+    params: Sequence[Any] | None = None,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> QueryResult:
     """Run one read-only statement against the registry views.
 
     Raises:
@@ -121,7 +162,9 @@ def run_query(store: Store, sql: str, params: Sequence[Any] | None = None) -> Qu
         QueryError: DuckDB rejected the query.
     """
     check_read_only(sql)
-    con = connect(store)
+    con = connect(
+        store, as_of=as_of, include_retracted=include_retracted, layer_views=layer_views_in(sql)
+    )
     try:
         return fetch(con, sql, params)
     finally:

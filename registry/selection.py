@@ -1,32 +1,55 @@
 """Choosing evidence for suite-level questions: arm selectors, scopes and configurations.
 
 A selector is `key=value[,key=value…]` over these keys: `experiment`, `plan`, `agent_system`
-(a digest or a unique prefix of its hex), and the observed identity fields `agent`,
-`agent_version`, `provider` (`unobserved` selects legacy evidence), `model`,
-`harness_version`. A scope restricts every arm to some tasks, a plan or an experiment.
+(a digest or a unique prefix of its hex), the observed identity fields `agent`,
+`agent_version`, `provider` (`unobserved` selects legacy evidence), `model` (`unknown` selects
+attempts that record none), `harness_version`, and the suite-configuration cohort inputs by
+name (`grader_version=grader-1.1`, `harness_package=…`, `environment_digest=…`; digests also
+match by a prefix of their hex). A scope restricts every arm to some tasks, a plan or an
+experiment. Which attempts count and how they form samples is decided in
+`registry.evidence`; this module only chooses among them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from registry.errors import RegistryError
-from registry.evidence import ENVELOPE_KEYS, observed_identity
+from registry.evidence import (
+    ENVELOPE_KEYS,
+    TASK_INPUTS,
+    configuration,
+    observed_identity,
+    system_key,
+    system_label,
+    unit_key,
+)
 from registry.query import connect, fetch
 from registry.store import Store
 
-SELECTOR_KEYS = ("experiment", "plan", "agent_system", *ENVELOPE_KEYS)
-TASK_INPUTS = ("task_id", "case_digest", "source_digest")
-"""Cohort inputs that name the task itself; every other input is suite configuration."""
-_COLUMNS = (
-    "attempt_id, task_id, cohort_key, experiment_id, plan_id, inputs, terminal_class, envelope,"
-    " terminal_identity, runtime_seconds, cost_usd, input_tokens, output_tokens,"
-    " cached_input_tokens, derived_from, commit_seq, commit_digest"
+CONFIG_INPUTS = (
+    "prompt_digest",
+    "wiki_digest",
+    "tool_policy_digest",
+    "harness_package",
+    "grader_version",
+    "agent_system_digest",
+    "environment_digest",
 )
+"""Cohort inputs a selector may name directly (the budget is matched by `experiment`/`plan`)."""
+SELECTOR_KEYS = ("experiment", "plan", "agent_system", *ENVELOPE_KEYS, *CONFIG_INPUTS)
+_COLUMNS = (
+    "attempt_id, task_id, cohort_key, experiment_id, repeat_index, plan_id, inputs,"
+    " terminal_class, envelope, terminal_identity, runtime_seconds, cost_usd, input_tokens,"
+    " output_tokens, cached_input_tokens, derived_from, started_at, finished_at, commit_seq,"
+    " commit_digest, system, run, configuration_digest, generation, lineage_depth, regraded,"
+    " retracted, slot_conflict"
+)
+__all__ = ["TASK_INPUTS", "configuration", "observed_system", "system_key"]
 
 
 class SelectorError(RegistryError, ValueError):
@@ -80,8 +103,36 @@ def parse_selector(text: str) -> Selector:
     return Selector(text, tuple(terms))
 
 
-def load_evidence(store: Store, scope: Scope) -> list[dict[str, Any]]:
-    """Return every visible attempt in scope (bound parameters only), ordered by attempt id."""
+@dataclass(frozen=True)
+class Evidence:
+    """The counted attempts in scope, and what the evidence rule held out of them."""
+
+    rows: list[dict[str, Any]]
+    conflicting: list[dict[str, Any]]
+    """Attempts in a slot holding two valid outcomes: counted by neither side."""
+    retracted: list[dict[str, Any]]
+    """Retracted attempts in scope (hidden unless `include_retracted`)."""
+
+
+def load_evidence(
+    store: Store,
+    scope: Scope,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> list[dict[str, Any]]:
+    """Return every counted attempt in scope (bound parameters only), ordered by attempt id."""
+    return read_evidence(store, scope, as_of=as_of, include_retracted=include_retracted).rows
+
+
+def read_evidence(
+    store: Store,
+    scope: Scope,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> Evidence:
+    """Return the attempts in scope under the evidence rule (`registry.evidence`)."""
     where: list[str] = []
     params: list[Any] = []
     if scope.tasks:
@@ -94,11 +145,26 @@ def load_evidence(store: Store, scope: Scope) -> list[dict[str, Any]]:
         where.append("experiment_id = ?")
         params.append(scope.experiment)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    con = connect(store, task_ids=scope.tasks or None)
+    con = connect(
+        store, task_ids=scope.tasks or None, as_of=as_of, include_retracted=include_retracted
+    )
     try:
         result = fetch(con, f"SELECT {_COLUMNS} FROM attempts{clause} ORDER BY attempt_id", params)
+        hidden = fetch(
+            con,
+            f"SELECT {_COLUMNS.replace('slot_conflict', 'false AS slot_conflict')} FROM _evidence"
+            f"{clause}{' AND' if where else ' WHERE'} retracted AND NOT ?",
+            [*params, include_retracted],
+        )
     finally:
         con.close()
+    rows = _as_dicts(result)
+    counted = [r for r in rows if not r["slot_conflict"]]
+    conflicting = [r for r in rows if r["slot_conflict"]]
+    return Evidence(counted, conflicting, _as_dicts(hidden))
+
+
+def _as_dicts(result: Any) -> list[dict[str, Any]]:
     rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
     for row in rows:
         row["inputs"] = {**row["inputs"], "budget": orjson.loads(row["inputs"]["budget"])}
@@ -110,16 +176,28 @@ def observed_system(row: dict[str, Any]) -> tuple[str | None, ...]:
     return tuple(observed_identity(row).values())
 
 
-def configuration(row: dict[str, Any], exclude: Iterable[str] = (), keep_task: bool = False) -> str:
-    """Return the suite configuration of an attempt: its cohort inputs minus task inputs.
-
-    Attempts pool across tasks only when their configurations are equal; `exclude` drops
-    further inputs (a comparison lets its varied input differ), `keep_task` keeps the task's
-    own inputs (then the result identifies a cohort up to the excluded inputs).
-    """
-    skip = set(exclude) | (set() if keep_task else set(TASK_INPUTS))
-    inputs = {k: v for k, v in row["inputs"].items() if k not in skip}
-    return orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS).decode()
+def describe_units(rows: Sequence[dict[str, Any]], exclude: Sequence[str] = ()) -> str:
+    """Name the suite units among `rows` (largest first) and what tells them apart."""
+    units: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        units.setdefault(unit_key(row, exclude), []).append(row)
+    firsts = [members[0] for members in units.values()]
+    skip = {*TASK_INPUTS, *exclude}
+    inputs = sorted(
+        k
+        for k in firsts[0]["inputs"]
+        if k not in skip and len({repr(r["inputs"][k]) for r in firsts}) > 1
+    )
+    fields = [k for k in ENVELOPE_KEYS if len({observed_identity(r)[k] for r in firsts}) > 1] + (
+        ["run"] if len({r["run"] for r in firsts}) > 1 else []
+    )
+    parts = []
+    for members in sorted(units.values(), key=lambda m: (-len(m), m[0]["attempt_id"])):
+        first = members[0]
+        shown = "".join(f", {k} {first['inputs'][k]}" for k in inputs)
+        label = system_label(observed_identity(first), first["run"])
+        parts.append(f"{label}{shown} ({len(members)} attempts)")
+    return "; ".join(parts) + f" — they differ in {', '.join(fields + inputs) or 'nothing'}"
 
 
 def read_task_list(lines: Sequence[str]) -> tuple[str, ...]:
@@ -133,6 +211,13 @@ def _term_matches(key: str, value: str, row: dict[str, Any]) -> bool:
     if key == "plan":
         return bool(row["plan_id"] == value)
     if key == "agent_system":
-        digest = row["inputs"]["agent_system_digest"]
-        return bool(digest == value or digest.removeprefix("blake3:").startswith(value))
-    return observed_system(row)[ENVELOPE_KEYS.index(key)] == value
+        key = "agent_system_digest"
+    if key in CONFIG_INPUTS:
+        given = str(row["inputs"][key])
+        return given == value or (
+            given.startswith("blake3:") and given.removeprefix("blake3:").startswith(value)
+        )
+    observed = observed_system(row)[ENVELOPE_KEYS.index(key)]
+    if key == "model" and value == "unknown":
+        return observed is None
+    return observed == value

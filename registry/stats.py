@@ -15,11 +15,13 @@ from fractions import Fraction
 from typing import Final, Literal
 
 import numpy as np
-from scipy import stats as sps
 
-Z_975: Final[float] = float(sps.norm.ppf(0.975))
+# The quantiles as scipy.stats.norm.ppf gives them (a test checks they agree). They are
+# written out so that importing the statistics does not import scipy, which costs most of
+# a command's start-up; scipy is imported only where a p-value or a bootstrap is computed.
+Z_975: Final[float] = 1.959963984540054
 """Φ⁻¹(0.975) = 1.959963984540054, the canonical two-sided 95% multiplier."""
-Z_80: Final[float] = float(sps.norm.ppf(0.80))
+Z_80: Final[float] = 0.8416212335729143
 """Φ⁻¹(0.80) = 0.8416212335729143, the multiplier for power 0.80."""
 MDD_MULTIPLIER: Final[float] = 2.8
 """Rounded z_0.975 + z_0.80: α = 0.05 two-sided with power 0.80."""
@@ -470,6 +472,8 @@ def paired_bootstrap_ci(
         return None
     if np.all(values == values[0]):
         return float(values[0]), float(values[0])  # scipy yields NaN on degenerate data
+    from scipy import stats as sps
+
     result = sps.bootstrap(
         (values,),
         np.mean,
@@ -481,6 +485,13 @@ def paired_bootstrap_ci(
         rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def fisher_exact_p(table: Sequence[Sequence[int]]) -> float:
+    """Return the two-sided Fisher exact p-value of a 2×2 table of counts."""
+    from scipy import stats as sps
+
+    return float(sps.fisher_exact([list(row) for row in table]).pvalue)
 
 
 # --- private helpers ----------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """`registry summary`: a suite per system — pooled and task-mean rates, clustered SE, pass@k.
 
-Attempts pool across tasks only when they share a suite configuration (every cohort input
-except the task's own: task id, case and source digests), and within it an observed system.
-So a regraded generation or a different prompt is its own row, never averaged in.
+Attempts pool across tasks only in one suite unit of `registry.evidence` (a suite
+configuration and an observed system), so a regraded generation, a different prompt or a
+mid-experiment model swap is its own row, never averaged in.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -14,17 +15,17 @@ import orjson
 
 from registry import stats
 from registry.digest import digest_json
-from registry.evidence import ENVELOPE_KEYS, cost_stats, is_resolved, is_valid, snapshot_of
+from registry.evidence import (
+    cost_stats,
+    is_resolved,
+    is_valid,
+    observed_identity,
+    snapshot_of,
+    unit_key,
+)
 from registry.layers import LayerVersion, store_layer
 from registry.report import rate_of
-from registry.selection import (
-    Scope,
-    Selector,
-    SelectorError,
-    configuration,
-    load_evidence,
-    observed_system,
-)
+from registry.selection import Scope, Selector, SelectorError, load_evidence
 from registry.store import Store
 from registry_schemas import (
     Generator,
@@ -34,27 +35,37 @@ from registry_schemas import (
     SystemSummary,
 )
 
-GENERATOR = Generator(name="registry.summary", version="1")
+GENERATOR = Generator(name="registry.summary", version="2")
 SUMMARY_LAYER = "summary"
 MAX_K = 10
+MIN_NOISE_ATTEMPTS = 3
+"""Below this median of valid attempts per task, noise figures are null (not measurable)."""
 Rows = list[dict[str, Any]]
 
 
-def summarize(store: Store, scope: Scope | None = None, system: Selector | None = None) -> Summary:
+def summarize(
+    store: Store,
+    scope: Scope | None = None,
+    system: Selector | None = None,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> Summary:
     """Return the suite summary of every system in scope (optionally one selected system).
 
     Raises:
         SelectorError: nothing in scope matches.
     """
     scope = scope or Scope()
-    rows = [r for r in load_evidence(store, scope) if system is None or system.matches(r)]
+    evidence = load_evidence(store, scope, as_of=as_of, include_retracted=include_retracted)
+    rows = [r for r in evidence if system is None or system.matches(r)]
     if not rows:
         raise SelectorError("no attempts in scope" + (f" for '{system.text}'" if system else ""))
-    groups: dict[tuple[str, tuple[str | None, ...]], Rows] = defaultdict(list)
+    groups: dict[tuple[Any, ...], Rows] = defaultdict(list)
     for row in rows:
-        groups[(configuration(row), observed_system(row))].append(row)
-    systems = [_system(config, identity, members) for (config, identity), members in groups.items()]
-    systems.sort(key=lambda s: (-s.attempts, s.configuration_digest, repr(s.system)))
+        groups[unit_key(row)].append(row)
+    systems = [_system(config, members) for (config, _), members in groups.items()]
+    systems.sort(key=lambda s: (-s.attempts, s.configuration_digest, repr(s.system), s.run or ""))
     return Summary(
         scope=scope.describe(),
         system_filter=system.text if system else None,
@@ -71,7 +82,7 @@ def record_summary(store: Store, summary: Summary) -> tuple[LayerVersion, bool]:
     return store_layer(store, SUMMARY_LAYER, subject, document)
 
 
-def _system(config: str, identity: tuple[str | None, ...], rows: Rows) -> SystemSummary:
+def _system(config: str, rows: Rows) -> SystemSummary:
     by_task: dict[str, Rows] = defaultdict(list)
     for row in rows:
         by_task[row["task_id"]].append(row)
@@ -84,8 +95,19 @@ def _system(config: str, identity: tuple[str | None, ...], rows: Rows) -> System
     runtime = stats.runtime_summary(r["runtime_seconds"] for r in rows)
     configuration_inputs = orjson.loads(config)
     pooled = agg.naive_pooled_interval
+    with_valid = [v for v in valid if v > 0]
+    per_task = statistics.median(with_valid) if with_valid else None
+    undefined = {}
+    flips = agg.expected_flips
+    if per_task is None or per_task < MIN_NOISE_ATTEMPTS:
+        flips = None
+        undefined["expected_flips"] = (
+            f"median valid attempts per task is {_count(per_task)}; fewer than "
+            f"{MIN_NOISE_ATTEMPTS} cannot measure how often a task flips"
+        )
     return SystemSummary(
-        system=dict(zip(ENVELOPE_KEYS, identity, strict=True)),
+        system=observed_identity(rows[0]),
+        run=rows[0]["run"],
         configuration=configuration_inputs,
         configuration_digest=digest_json(configuration_inputs),
         tasks=len(tasks),
@@ -101,10 +123,22 @@ def _system(config: str, identity: tuple[str | None, ...], rows: Rows) -> System
         pass_at_k=_pass_k(agg.pass_at_k, agg.tasks_excluded, len(tasks)),
         pass_hat_k=_pass_k(agg.pass_hat_k, agg.tasks_excluded, len(tasks)),
         invalid_rate=rate_of(stats.wilson_interval(invalid, len(rows))),
-        runtime_seconds=RuntimeStats(mean=runtime.mean, median=runtime.median, p95=runtime.p95),
+        runtime_seconds=RuntimeStats(
+            mean=runtime.mean,
+            median=runtime.median,
+            p95=runtime.p95,
+            known=runtime.known,
+            unavailable=runtime.unavailable,
+        ),
         cost_usd=cost_stats(r["cost_usd"] for r in rows),
-        expected_flips=agg.expected_flips,
+        attempts_per_task=per_task,
+        expected_flips=flips,
+        undefined=undefined,
     )
+
+
+def _count(value: float | None) -> str:
+    return "0" if value is None else f"{value:g}"
 
 
 def _pass_k(

@@ -98,6 +98,12 @@ class Verdict(BaseModel):
         "too_few_tasks",
     ]
     text: str
+    flags: list[str]
+    """Conditions a reader must see beside the verdict: `single_run` (K = 1: noise and effect
+    cannot be separated), `saturated` (most paired tasks at 0/K or K/K in both arms)."""
+    notes: list[str]
+    """One-line explanations where the figures could mislead (e.g. SE = 0, or a bootstrap
+    interval that excludes zero under a "no detectable difference" verdict)."""
 
 
 class CandidateComparison(BaseModel):
@@ -113,8 +119,9 @@ class CandidateComparison(BaseModel):
     """Attempts of each arm not counted: tasks in one arm only, unshared or ambiguous cohorts."""
     tasks: list[PairedTask]
     dropped: list[DroppedTask]
-    attempts_per_task: int
-    """K: the smaller median of valid attempts per paired task across the two arms."""
+    attempts_per_task: int | None
+    """K: the smaller median of valid attempts per paired task across the two arms; null when
+    no task pairs."""
     mean_difference: float | None
     """d̄ = mean over paired tasks of rate_candidate − rate_baseline."""
     sd: float | None

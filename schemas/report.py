@@ -99,6 +99,8 @@ class ExperimentProvenance(BaseModel):
     """Valid attempts from it."""
     resolved: int
     """Resolved attempts from it."""
+    retracted: int
+    """Attempts of this experiment and system retracted from the evidence (not counted above)."""
     commits: list[CommitRef]
     """Commits its attempts were ingested in."""
 
@@ -122,6 +124,9 @@ class SystemReport(BaseModel):
 
     system: SystemIdentity
     """Observed identity the attempts were grouped by."""
+    run: str | None
+    """For a model-unobserved system, the one run (experiment) its attempts come from: runs
+    that record no model never pool. Null when the model is observed."""
     attempts: int
     """Retained attempts."""
     valid: int
@@ -208,5 +213,9 @@ class TaskReport(BaseModel):
     """Evidence covered."""
     generator: Generator
     """Report generator and version."""
+    held_out: dict[str, int]
+    """Attempts of the task the evidence rule does not count: `retracted` (withdrawn by a
+    retraction commit) and `slot_conflict` (two valid outcomes recorded for one experiment,
+    task, repeat index and cohort: neither counts until one is retracted)."""
     cohorts: list[CohortReport]
     """One entry per cohort of the task."""

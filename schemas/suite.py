@@ -33,6 +33,8 @@ class SystemSummary(BaseModel):
 
     system: dict[str, str | None]
     """Observed identity (provider `unobserved` for legacy evidence)."""
+    run: str | None
+    """For a model-unobserved system, the one run (experiment) it comes from; else null."""
     configuration: dict[str, Any]
     """Cohort inputs shared by every task (all but task_id, case_digest, source_digest)."""
     configuration_digest: str
@@ -58,8 +60,13 @@ class SystemSummary(BaseModel):
     """Invalid / attempts with Wilson 95%."""
     runtime_seconds: RuntimeStats
     cost_usd: CostStats
+    attempts_per_task: float | None
+    """Median valid attempts per task (null without a valid attempt)."""
     expected_flips: float | None
-    """Σ 2p(1−p): tasks expected to flip between two identical single-run evaluations."""
+    """Σ 2p(1−p): tasks expected to flip between two identical single-run evaluations; null
+    when the median valid attempts per task is below 3 (too few to estimate per-task rates)."""
+    undefined: dict[str, str]
+    """Why a value is null."""
 
 
 class Summary(BaseModel):
@@ -83,22 +90,34 @@ class NoiseFloor(BaseModel):
     schema_: Literal["registry.noise/1"] = Field(NOISE_SCHEMA, alias="schema")
     system: str
     """Selector of the system."""
+    identity: dict[str, str | None]
+    """The one observed system the selector matched (provider `unobserved` for legacy)."""
+    run: str | None
+    """For a model-unobserved system, the one run it comes from; else null."""
+    configuration_digest: str
+    """The one suite configuration the selector matched."""
     scope: dict[str, Any]
     snapshot: dict[str, Any]
     generator: Generator
     tasks: int
-    """Task units (task × configuration) with at least one valid attempt."""
+    """Tasks with at least one valid attempt."""
+    attempts_per_task: float
+    """Median valid attempts per task; below 3 the noise floor cannot be measured."""
     rates: dict[str, float]
     """Plug-in per-task resolved rate p_t = resolved / valid."""
-    expected_flips: float
+    counts: dict[str, list[int]]
+    """Per task: [resolved, valid]."""
+    expected_flips: float | None
     """Σ_t 2 p_t (1 − p_t)."""
     expected_flips_unbiased: float | None
     """Σ_t 2 c (n − c) / (n (n − 1)) over tasks with n >= 2 valid attempts."""
     simulations: int
     seed: int
-    net_change: dict[str, Any]
+    net_change: dict[str, Any] | None
     """Distribution of (resolved count of run 1 − run 2) over simulated single-run pairs."""
-    p_move_at_least: dict[str, float]
+    p_move_at_least: dict[str, float] | None
     """P(|net change| >= m) for m = 1, 2, 3, 5, 10."""
-    mdd_by_attempts: dict[str, float | None]
+    mdd_by_attempts: dict[str, float | None] | None
     """MDD (2.8 · SE of d̄ between two identical configurations) for K attempts per task."""
+    undefined: dict[str, str]
+    """Why a figure is null (e.g. fewer than 3 valid attempts per task)."""

@@ -226,11 +226,14 @@ def test_a_task_is_never_counted_twice(invoke, root, tmp_path):
     assert [d["differing_inputs"] for d in c["dropped"]] == [["grader_version"]] * 3
 
 
+BASELINE_SONNET = "agent_version=2.3.0,model=claude-sonnet-4,provider=anthropic"
+
+
 def test_arm_counts_cover_only_the_compared_cohorts(invoke, loaded_root):
     result = invoke(
         "compare",
         "--baseline",
-        "agent_version=2.3.0",
+        BASELINE_SONNET,
         "--candidate",
         "agent_version=2.4.0-context-policy",
         "--format",
@@ -247,14 +250,21 @@ def test_arm_counts_cover_only_the_compared_cohorts(invoke, loaded_root):
 def test_every_layer_kind_is_listed_and_shown(invoke, loaded_root):
     args = (
         "--baseline",
-        "agent_version=2.3.0",
+        BASELINE_SONNET,
         "--candidate",
         "agent_version=2.4.0-context-policy",
     )
     assert invoke("compare", *args).exit_code == 0
     assert invoke("summary").exit_code == 0
     assert (
-        invoke("noise", "--system", "agent_version=2.3.0", "--simulations", "2000").exit_code == 0
+        invoke(
+            "noise",
+            "--system",
+            BASELINE_SONNET + ",grader_version=grader-1.0",
+            "--simulations",
+            "2000",
+        ).exit_code
+        == 0
     )
     assert invoke("report", "--task", "django__django-11099").exit_code == 0
     listing = json.loads(invoke("reports", "--format", "json").stdout)
@@ -263,7 +273,7 @@ def test_every_layer_kind_is_listed_and_shown(invoke, loaded_root):
     assert [r["kind"] for r in only] == ["comparison"]
     shown = invoke("reports", "show", only[0]["digest"], "--format", "table")
     assert shown.exit_code == 0 and shown.stdout.startswith(
-        "Comparison against agent_version=2.3.0"
+        "Comparison against " + BASELINE_SONNET
     )
     summary = next(r for r in listing if r["kind"] == "summary")
     refused = invoke("reports", "show", summary["digest"], "--format", "html")

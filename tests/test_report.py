@@ -233,8 +233,8 @@ def test_report_reads_only_the_tasks_segments(loaded_root, monkeypatch):
     opened: list[list[str]] = []
     original = query.connect
 
-    def spy(store, task_ids=None):
-        con = original(store, task_ids)
+    def spy(store, task_ids=None, **options):
+        con = original(store, task_ids, **options)
         opened.append(
             re.findall(
                 r"cohort=[0-9a-f]+",
