@@ -28,7 +28,8 @@ from registry.layers import (
     load_layer,
     read_layer,
 )
-from registry.ledger import LedgerEntry, read_ledger
+from registry.evidence import SAMPLE_KEYS, sample_key, system_label, unit_key
+from registry.ledger import AsOfError, LedgerEntry, entries_as_of, read_ledger
 from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
 from registry.query import QueryResult, connect, run_query
 from registry.render import render_html, render_markdown, render_table
@@ -45,13 +46,49 @@ from registry.report import (
     load_report,
     record_report,
     report_document,
+    store_report,
 )
-from registry.selection import Scope, Selector, SelectorError, parse_selector, read_task_list
+from registry.retract import (
+    RetractionError,
+    RetractionInfo,
+    RetractionResult,
+    read_attempt_ids_file,
+    retract,
+    retracted_ids,
+    retraction_table,
+)
+from registry.selection import (
+    Evidence,
+    Scope,
+    Selector,
+    SelectorError,
+    load_evidence,
+    parse_selector,
+    read_evidence,
+    read_task_list,
+)
 from registry.store import Store, open_store
 from registry.summary import record_summary, summarize
 from registry.verify import VerifyReport, verify
 
 __all__ = [
+    "SAMPLE_KEYS",
+    "AsOfError",
+    "Evidence",
+    "RetractionError",
+    "RetractionInfo",
+    "RetractionResult",
+    "entries_as_of",
+    "load_evidence",
+    "read_attempt_ids_file",
+    "read_evidence",
+    "retract",
+    "retracted_ids",
+    "retraction_table",
+    "sample_key",
+    "store_report",
+    "system_label",
+    "unit_key",
     "LAYER_MODELS",
     "load_layer",
     "parse_overrides",

@@ -23,7 +23,7 @@ from .comparison import (
     PairedTask,
     Verdict,
 )
-from .ledger import COMMIT_SCHEMA, Commit, LayerEntry, SegmentEntry, SourceEntry
+from .ledger import COMMIT_SCHEMA, Commit, LayerEntry, RetractionEntry, SegmentEntry, SourceEntry
 from .report import (
     REPORT_SCHEMA,
     CohortReport,
@@ -81,6 +81,7 @@ __all__ = [
     "Commit",
     "Envelope",
     "LayerEntry",
+    "RetractionEntry",
     "SegmentEntry",
     "SourceEntry",
     "TerminalClass",
