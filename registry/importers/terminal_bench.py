@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,12 @@ CLASS_BY_FAILURE_MODE = {
 """Terminal class of a trial that did not pass, by `failure_mode` (terminal_bench FailureMode)."""
 NO_FAILURE_MODES = ("unset", "none")
 FAILURE_MODES = (*NO_FAILURE_MODES, *CLASS_BY_FAILURE_MODE)
+BARE_SUFFIX = "_results.json"
 _ATTEMPT = re.compile(r"(\d+)-of-(\d+)(?:\.|$)")
+_RUN_SUFFIX = re.compile(r"\d+-of-\d+\.(.+)$")
+_LIST_START = re.compile(rb'"results"\s*:\s*\[')
+_SNIFF_BYTES = 1 << 16
+_FOREIGN_DATA = (".jsonl", ".ndjson", ".parquet", ".eval")
 _ANY_ATTEMPT = re.compile(r"\.(\d+)-of-(\d+)(?:\.|$)")
 _COUNTS = ("total_input_tokens", "total_output_tokens")
 _TIMES = ("trial_started_at", "trial_ended_at")
@@ -62,34 +67,70 @@ def classify(is_resolved: bool | None, failure_mode: str) -> str:
 
 @dataclass
 class _Run:
-    """One run folder as found on disk."""
+    """One run as found on disk: a run folder (with or without metadata) or a bare list file."""
 
     path: Path
     depth: int
     metadata: dict[str, Any]
+    """`run_metadata.json`; empty when the run keeps none (then agent and model are unknown)."""
     lock: dict[str, Any]
     trials: list[dict[str, Any]]
     accuracy: Any
+    results: Path | None
+    """The file holding the run-level trial list; None when the run keeps only trial folders."""
+    run_id: str = ""
+    folders: bool = True
+    """Whether the run's trial folders may supply trials (False for a bare list file)."""
+    found: list[dict[str, Any]] = field(default_factory=list)
+    """Trials read from the trial folders of a run that keeps no list (to identify it)."""
 
     @property
     def key(self) -> str:
         """The run's identity: its uuid, else its run id."""
-        return str(self.metadata.get("uuid") or self.metadata["run_id"])
+        return str(self.metadata.get("uuid") or self.run_id)
+
+    @property
+    def where(self) -> Path:
+        """How the run is named to the user: its folder, or the bare list file."""
+        return self.path if self.folders or self.results is None else self.results
+
+    @property
+    def listing(self) -> Path:
+        """The file of the run-level trial list (the run folder when it keeps none)."""
+        return self.results or self.path
 
 
 class TerminalBenchImporter:
-    """Reads a terminal-bench run folder, or a folder of run folders (`tb run --output-path`)."""
+    """Reads terminal-bench output: run folders, folders of them, leaderboard trees."""
 
     name = "terminal-bench"
 
     def detect(self, path: Path) -> bool:
-        """Whether `path` is a run folder or directly holds one; never raises."""
+        """Whether `path` is terminal-bench output or a tree holding only that; never raises.
+
+        A file is recognised when it is a run-level trial list (`BenchmarkResults`, as in
+        `results.json` or a bare `*_results.json`); a directory when it holds a run folder
+        (`run_metadata.json`) or such a list or a trial's `results.json` anywhere, and no
+        attempt-record data (`.jsonl`, `.ndjson`, `.parquet`) or inspect log.
+        """
         try:
+            if path.is_file():
+                return _sniff(path) == "list"
             if not path.is_dir():
                 return False
             if _is_run(path, need_results=True):
                 return True
-            return any(c.is_dir() and _is_run(c, need_results=True) for c in path.iterdir())
+            found = False
+            for file in path.rglob("*"):
+                if file.suffix.lower() in _FOREIGN_DATA:
+                    return False
+                if not found and _candidate(file):
+                    found = (
+                        _is_run(file.parent, need_results=False)
+                        if file.name == RUN_METADATA
+                        else _sniff(file) is not None
+                    )
+            return found
         except OSError:
             return False
 
@@ -100,11 +141,12 @@ class TerminalBenchImporter:
             InputFormatError: no run under `path`, or a run file is unreadable or foreign.
         """
         top = _run_root(path)
-        runs = [_load_run(p, _depth(p, top)) for p in _find_runs(top)]
+        runs = _scan(top, context)
         if not runs:
             raise InputFormatError(
                 f"{path}: no terminal-bench run found; expected a folder holding "
-                f"{RUN_METADATA} and {RESULTS} (the output of `tb run`) or a folder of such runs"
+                f"{RUN_METADATA} and {RESULTS} (the output of `tb run`), a run's trial list, "
+                "trial folders, or a folder of such runs"
             )
         for primary, copies in _distinct_runs(runs, context):
             yield from _run_records(primary, copies, str(path), context)
@@ -120,26 +162,96 @@ def _is_run(path: Path, need_results: bool) -> bool:
     return isinstance(metadata, dict) and "run_id" in metadata and "agent_name" in metadata
 
 
+def _candidate(path: Path) -> bool:
+    """A file terminal-bench writes: run metadata, a run's or a trial's results."""
+    name = path.name
+    return name in (RUN_METADATA, RESULTS) or name.endswith(BARE_SUFFIX)
+
+
+def _sniff(path: Path) -> str | None:
+    """`list` (BenchmarkResults), `trial` (TrialResults) or None, from the file's head."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return None
+    with open(path, "rb") as handle:
+        head = handle.read(_SNIFF_BYTES).lstrip()
+    if not head.startswith(b"{") or b'"trial_name"' not in head or b'"task_id"' not in head:
+        return None
+    return "list" if _LIST_START.search(head) else "trial"
+
+
 def _run_root(path: Path) -> Path:
     if path.is_dir():
         return path
     if path.name in (RUN_METADATA, RESULTS) and (path.parent / RUN_METADATA).is_file():
         return path.parent
+    if _sniff(path) == "list":
+        return path
     raise InputFormatError(
         f"{path}: not a terminal-bench run; pass the run folder holding {RUN_METADATA} and "
         f"{RESULTS} (or the folder of runs `tb run` writes to)"
     )
 
 
-def _find_runs(top: Path) -> list[Path]:
-    found = {p.parent for p in top.rglob(RUN_METADATA) if p.is_file()}
-    if (top / RUN_METADATA).is_file():
-        found.add(top)
-    return sorted(found, key=lambda p: (_depth(p, top), p.as_posix()))
+def _scan(top: Path, context: ImportContext) -> list[_Run]:
+    """Every run under `top`: run folders, folders without metadata, bare list files."""
+    if top.is_file():
+        return [_list_run(top, top.parent, 0, folders=False)]
+    files = sorted(p for p in top.rglob("*") if _candidate(p) and _visible(p, top))
+    metadata_dirs = {p.parent for p in files if p.name == RUN_METADATA}
+    runs = [_load_run(p, _depth(p, top)) for p in sorted(metadata_dirs, key=_order(top))]
+    list_dirs: dict[Path, Path] = {}
+    trial_dirs: dict[Path, list[Path]] = {}
+    for file in files:
+        if file.name == RUN_METADATA or file.parent in metadata_dirs or _inside_trial(file):
+            continue  # read through its run (or an agent's own file inside a trial folder)
+        kind = _sniff(file)
+        run_dir = _trial_run_dir(file) if kind == "trial" else None
+        if kind == "list" and file.name == RESULTS:
+            list_dirs[file.parent] = file
+        elif kind == "list":
+            runs.append(_list_run(file, file.parent, _depth(file, top), folders=False))
+        elif run_dir is not None and run_dir not in metadata_dirs:
+            trial_dirs.setdefault(run_dir, []).append(file)
+        elif run_dir is None:
+            what = (
+                "a trial result outside a run's <task>/<trial> folders"
+                if kind
+                else ("neither a run's trial list (BenchmarkResults) nor a trial result")
+            )
+            context.warn(f"{file}: {what}; skipped")
+    for folder, file in sorted(list_dirs.items()):
+        runs.append(_list_run(file, folder, _depth(folder, top), folders=True))
+    for folder, trial_files in sorted(trial_dirs.items()):
+        if folder not in list_dirs:
+            runs.append(_folder_run(folder, trial_files, _depth(folder, top)))
+    return [run for run in runs if _has_identity(run, context)]
+
+
+def _visible(path: Path, top: Path) -> bool:
+    return path.is_file() and not any(p.startswith(".") for p in path.relative_to(top).parts)
+
+
+def _order(top: Path) -> Any:
+    return lambda p: (_depth(p, top), p.as_posix())
 
 
 def _depth(path: Path, top: Path) -> int:
-    return len(path.relative_to(top).parts)
+    return len(path.relative_to(top).parts) if path.is_relative_to(top) else 0
+
+
+def _inside_trial(file: Path) -> bool:
+    """Whether a file lies below a trial folder's own level (e.g. in its agent logs)."""
+    return any(_is_trial_folder(folder) for folder in file.parents[1:])
+
+
+def _is_trial_folder(folder: Path) -> bool:
+    rest = folder.name.removeprefix(folder.parent.name + ".")
+    return rest != folder.name and _ATTEMPT.match(rest) is not None
+
+
+def _trial_run_dir(file: Path) -> Path | None:
+    """The run folder of `<run>/<task>/<task>.<k>-of-<n>[.<run id>]/results.json`."""
+    return file.parent.parent.parent if _is_trial_folder(file.parent) else None
 
 
 def _load_run(path: Path, depth: int) -> _Run:
@@ -147,18 +259,62 @@ def _load_run(path: Path, depth: int) -> _Run:
     lock = read_json(path / LOCK) if (path / LOCK).is_file() else {}
     if not isinstance(lock, dict):
         raise InputFormatError(f"{path / LOCK}: not a terminal-bench run lock (a JSON object)")
+    run_id = metadata["run_id"]
     if not (path / RESULTS).is_file():
-        return _Run(path, depth, metadata, lock, [], None)
-    document = read_json(path / RESULTS)
+        return _Run(path, depth, metadata, lock, [], None, None, run_id)
+    trials, accuracy, _ = _read_list(path / RESULTS)
+    return _Run(path, depth, metadata, lock, trials, accuracy, path / RESULTS, run_id)
+
+
+def _read_list(file: Path) -> tuple[list[dict[str, Any]], Any, Any]:
+    """Return the trials, accuracy and id of a run-level `BenchmarkResults` file."""
+    document = read_json(file)
     if not isinstance(document, dict) or not isinstance(document.get("results"), list):
         raise InputFormatError(
-            f"{path / RESULTS}: not a terminal-bench results file; expected an object with a "
+            f"{file}: not a terminal-bench results file; expected an object with a "
             "'results' list of trials (BenchmarkResults)"
         )
     trials = document["results"]
     for index, trial in enumerate(trials, 1):
-        _check_trial(trial, f"{path / RESULTS}: trial {index}")
-    return _Run(path, depth, metadata, lock, trials, document.get("accuracy"))
+        _check_trial(trial, f"{file}: trial {index}")
+    return trials, document.get("accuracy"), document.get("id")
+
+
+def _list_run(file: Path, folder: Path, depth: int, folders: bool) -> _Run:
+    """A run that kept its trial list but no `run_metadata.json` (or a bare list file)."""
+    trials, accuracy, list_id = _read_list(file)
+    run_id = _run_id_of(trials) or (str(list_id) if list_id else "")
+    return _Run(folder, depth, {}, {}, trials, accuracy, file, run_id, folders)
+
+
+def _folder_run(folder: Path, files: list[Path], depth: int) -> _Run:
+    """A run that kept only its trial folders: no run-level list, no metadata."""
+    trials = []
+    for file in files:
+        trial = read_json(file)
+        _check_trial(trial, str(file))
+        trials.append(trial)
+    return _Run(folder, depth, {}, {}, [], None, None, _run_id_of(trials), found=trials)
+
+
+def _run_id_of(trials: list[dict[str, Any]]) -> str | None:
+    """The run id every trial name ends with (`<task>.<k>-of-<n>.<run id>`), if they agree."""
+    ids = set()
+    for trial in trials:
+        rest = trial["trial_name"].removeprefix(trial["task_id"] + ".")
+        match = _RUN_SUFFIX.match(rest)
+        ids.add(match.group(1) if match else None)
+    return ids.pop() if len(ids) == 1 else None
+
+
+def _has_identity(run: _Run, context: ImportContext) -> bool:
+    if run.run_id:
+        return True
+    context.warn(
+        f"{run.where}: cannot tell which run the trials belong to (no run_metadata.json, no "
+        "list id, and trial names do not end with one run id); skipped"
+    )
+    return False
 
 
 def _metadata(path: Path) -> dict[str, Any]:
@@ -194,18 +350,51 @@ def _check_trial(trial: Any, where: str) -> None:
 
 
 def _distinct_runs(runs: list[_Run], context: ImportContext) -> Iterator[tuple[_Run, list[_Run]]]:
-    """Group copies of one run; the copy listing most trials (then the shallowest) is primary."""
+    """Group copies of one run; the copy listing most trials (then the shallowest) is primary.
+
+    A run without `run_metadata.json` is a copy of a run with the same run id that shares a
+    trial (same trial id) with it; the primary then takes the metadata (and lock) of a copy
+    that has it. Runs that merely share a run id (a timestamp) stay apart.
+    """
     groups: dict[str, list[_Run]] = {}
-    for run in runs:
-        groups.setdefault(run.key, []).append(run)
+    for run in sorted(runs, key=lambda r: not r.metadata):
+        key = run.key if run.metadata else _copy_of(run, groups) or f"{run.run_id}#{len(groups)}"
+        groups.setdefault(key, []).append(run)
     for copies in groups.values():
         copies.sort(key=lambda r: (-len(r.trials), r.depth, r.path.as_posix()))
+        primary = copies[0]
         for copy in copies[1:]:
             context.warn(
-                f"{copy.path}: same terminal-bench run as {copies[0].path} "
-                f"(run {copies[0].key}); imported once"
+                f"{copy.where}: same terminal-bench run as {primary.where} "
+                f"(run {primary.key}); imported once"
             )
-        yield copies[0], copies
+        with_metadata = next((copy for copy in copies if copy.metadata), None)
+        if with_metadata is None:
+            context.warn(
+                f"{primary.where}: no {RUN_METADATA}; agent, model and dataset of run "
+                f"{primary.run_id} are not recorded (envelope null, inputs unknown); supply "
+                "them with --envelope KEY=VALUE and --input KEY=VALUE"
+            )
+        elif with_metadata is not primary:
+            primary = replace(primary, metadata=with_metadata.metadata, lock=with_metadata.lock)
+        yield primary, copies
+
+
+def _copy_of(run: _Run, groups: dict[str, list[_Run]]) -> str | None:
+    """The group of runs with the same run id that shares a trial with `run`, if any."""
+    keys = _trial_keys(run)
+    for key, copies in groups.items():
+        if copies[0].run_id == run.run_id and any(keys & _trial_keys(c) for c in copies):
+            return key
+    return None
+
+
+def _trial_keys(run: _Run) -> set[Any]:
+    """Trial identities: terminal-bench's trial id, else trial name and start time."""
+    return {
+        trial.get("id") or trial.get("uuid") or (trial["trial_name"], trial.get("trial_started_at"))
+        for trial in (*run.trials, *run.found)
+    }
 
 
 def _run_records(
@@ -215,20 +404,23 @@ def _run_records(
     listed: list[dict[str, Any]] = []
     for index, trial in enumerate(run.trials, 1):
         if trial["trial_name"] in seen:
-            context.warn(
-                f"{run.path / RESULTS}: trial {trial['trial_name']} listed twice; kept once"
-            )
+            context.warn(f"{run.listing}: trial {trial['trial_name']} listed twice; kept once")
             continue
         seen.add(trial["trial_name"])
-        record = _record(run, trial, run.path / RESULTS, source, context)
+        record = _record(run, trial, run.listing, source, context)
         listed.append(record)
-        yield f"{run.path / RESULTS} (trial {index})", record
+        yield f"{run.listing} (trial {index})", record
     _check_accuracy(run, listed, context)
     recovered = 0
     for location, trial in _folder_trials(copies, seen, context):
         recovered += 1
         yield location, _record(run, trial, Path(location), source, context)
-    if recovered:
+    if recovered and run.results is None:
+        context.warn(
+            f"{run.path}: no run-level {RESULTS}; {recovered} trial(s) read from their trial "
+            "folders"
+        )
+    elif recovered:
         context.warn(
             f"{run.path}: {recovered} trial(s) missing from {RESULTS} were read from their "
             "trial folders (an interrupted run?)"
@@ -239,7 +431,7 @@ def _folder_trials(
     copies: list[_Run], seen: set[str], context: ImportContext
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield trials of per-trial folders that the run-level list lacks, each once."""
-    for copy in copies:
+    for copy in (copy for copy in copies if copy.folders):
         for folder in _trial_folders(copy.path):
             if folder.name in seen:
                 continue
@@ -274,12 +466,12 @@ def _check_accuracy(run: _Run, records: list[dict[str, Any]], context: ImportCon
         return
     resolved = sum(r["terminal_class"] == "resolved" for r in records)
     computed = resolved / len(records)
-    published = {RESULTS: run.accuracy, RUN_METADATA: run.metadata.get("accuracy")}
-    for name, value in published.items():
+    published = {run.listing: run.accuracy, run.path / RUN_METADATA: run.metadata.get("accuracy")}
+    for file, value in published.items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if number and not math.isclose(computed, value, rel_tol=1e-9, abs_tol=1e-12):
             context.warn(
-                f"{run.path / name}: accuracy {value} is not reproduced by the imported trials "
+                f"{file}: accuracy {value} is not reproduced by the imported trials "
                 f"({resolved} resolved of {len(records)} = {computed})"
             )
 
@@ -297,7 +489,7 @@ def _record(
         )
     mode = trial.get("failure_mode", "unset")
     record = {
-        "experiment_id": run.metadata["run_id"],
+        "experiment_id": run.run_id,
         "task_id": trial["task_id"],
         "repeat_index": _repeat_index(trial["trial_name"], trial["task_id"], where),
         "inputs": context.inputs(source, _found_inputs(run)),
@@ -358,7 +550,7 @@ def _text(value: datetime | None) -> str | None:
 def _envelope(run: _Run) -> dict[str, Any]:
     provider, model = _split_model(run.metadata.get("model_name"))
     return {
-        "agent": run.metadata["agent_name"],
+        "agent": run.metadata.get("agent_name"),
         "agent_version": None,
         "provider": provider,
         "model": model,
@@ -401,7 +593,7 @@ def _found_inputs(run: _Run) -> dict[str, Any]:
         "wiki_digest": "none",
         "budget": budget,
         "harness_package": f"{name}=={version}" if name and version else None,
-        "agent_system_digest": digest_json(_agent_system(run)),
+        "agent_system_digest": digest_json(_agent_system(run)) if run.metadata else None,
     }
 
 

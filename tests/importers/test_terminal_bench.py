@@ -516,8 +516,10 @@ def test_format_auto_detects_a_run_and_a_folder_of_runs(invoke):
 def test_detect_is_cheap_and_never_raises(tmp_path):
     trial = RUNS / RUN_A / "hello-world" / f"hello-world.1-of-2.{RUN_A}"
     assert IMPORTER.detect(RUNS) and IMPORTER.detect(RUNS / RUN_A)
-    assert not IMPORTER.detect(RUNS / RUN_A / "results.json")
-    assert not IMPORTER.detect(trial)
+    assert IMPORTER.detect(RUNS / RUN_A / "results.json")  # a run's trial list
+    assert not IMPORTER.detect(RUNS / RUN_A / "run_metadata.json")
+    assert not IMPORTER.detect(trial / "results.json")  # one trial: ingest its folder
+    assert IMPORTER.detect(trial)
     assert not IMPORTER.detect(tmp_path)
     assert not IMPORTER.detect(tmp_path / "missing")
     (tmp_path / "run_metadata.json").write_text("{trunc")
