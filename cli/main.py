@@ -249,8 +249,9 @@ def sql(
     result = registry.run_query(registry.open_store(root), query)
     if output is TableFormat.json:  # each row object keeps the SELECT's column order
         typer.echo(to_json(rows_as_dicts(result.columns, result.rows), sort_keys=False))
-    elif output is TableFormat.csv:
-        typer.echo(to_csv(result.columns, result.rows), nl=False)
+    elif output is TableFormat.csv:  # data, byte for byte, unless a person reads it
+        text = to_csv(result.columns, result.rows, for_terminal=sys.stdout.isatty())
+        typer.echo(text, nl=False, color=True)  # color=True: keep ESC in data written to a file
     else:
         print_table(stdout, result.columns, result.rows)
 

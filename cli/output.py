@@ -88,17 +88,22 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def to_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def to_csv(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, for_terminal: bool = False
+) -> str:
     """Return CSV text with a header row; nested values are written as JSON.
 
     A field holding a line break is quoted, so every record stays one CSV record. The csv
     module quotes LF (the line terminator) but not a bare CR, so a row holding one is written
-    with every field quoted.
+    with every field quoted. CSV is data and keeps every character, unless it is meant for a
+    terminal (`for_terminal`): then control characters are escaped as in tables.
     """
+    show = printable if for_terminal else str
     buffer = io.StringIO()
     minimal = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    for row in [list(columns), *([_cell(v) for v in row] for row in rows)]:
+    header = [show(c) for c in columns]
+    for row in [header, *([show(_cell(v)) for v in row] for row in rows)]:
         writer = quoted if any("\r" in str(cell) for cell in row) else minimal
         writer.writerow(row)
     return buffer.getvalue()

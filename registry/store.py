@@ -15,6 +15,7 @@ written object that no commit references; queries ignore it and `registry verify
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ _SUBDIRS = ("tmp", "attempts", "ledger", "layers")
 _LAYOUT = {*_SUBDIRS, MARKER}
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 # `s3://bucket/prefix`, and the same once a path type has collapsed it to `s3:/bucket/prefix`.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _URL = re.compile(r"^([a-z][a-z0-9+.-]+):/+")
 
 
@@ -67,14 +69,26 @@ class Store:
 
     @contextlib.contextmanager
     def temp_area(self) -> Iterator[Path]:
-        """Yield a private temporary directory that is removed afterwards, whatever happens."""
+        """Yield a private temporary directory that is removed afterwards, whatever happens.
+
+        A write into the area that the file system refuses for lack of space (such as a
+        segment written by a library that names no file) becomes a `StorageError` naming the
+        registry; other errors pass through unchanged.
+        """
         area = self.tmp_dir / uuid.uuid4().hex
         try:
-            area.mkdir(parents=True)
+            _create_dir(area, exist_ok=False)
         except OSError as exc:
             raise storage_error(exc, area) from exc
         try:
             yield area
+        except StorageError:
+            raise
+        except OSError as exc:
+            named = exc.filename is None or str(exc.filename).startswith(str(area))
+            if exc.errno in _NO_SPACE and named:
+                raise storage_error(exc, self.root) from exc
+            raise
         finally:
             shutil.rmtree(area, ignore_errors=True)
 
@@ -150,7 +164,7 @@ def open_store(root: Path | str, *, create: bool = False) -> Store:
         if root.is_dir() and any(p.name not in _LAYOUT for p in root.iterdir()):
             raise RegistryRootError(f"{root} is a non-empty directory that is not a registry")
         for sub in _SUBDIRS:
-            (root / sub).mkdir(parents=True, exist_ok=True)
+            _create_dir(root / sub, exist_ok=True)
     except OSError as exc:
         raise storage_error(exc, root, "create a registry at") from exc
     store = Store(root)
@@ -169,6 +183,11 @@ def _refuse_url(root: Path | str) -> None:
     raise RegistryRootError(
         f"--root {text}: object storage is not supported by this build; use a local directory"
     )
+
+
+def _create_dir(path: Path, exist_ok: bool) -> None:
+    """Create a directory and its parents (the one place the store makes directories)."""
+    path.mkdir(parents=True, exist_ok=exist_ok)
 
 
 def make_durable_dirs(path: Path) -> None:
