@@ -24,6 +24,15 @@ from .comparison import (
     Verdict,
 )
 from .ledger import COMMIT_SCHEMA, Commit, LayerEntry, RetractionEntry, SegmentEntry, SourceEntry
+from .regressions import (
+    REGRESSIONS_SCHEMA,
+    Change,
+    NotExamined,
+    RegressionCounts,
+    RegressionReport,
+    SampleCounts,
+    TaskRegression,
+)
 from .report import (
     REPORT_SCHEMA,
     CohortReport,
@@ -42,6 +51,13 @@ from .report import (
 from .suite import NOISE_SCHEMA, SUMMARY_SCHEMA, NoiseFloor, PassK, Summary, SystemSummary
 
 __all__ = [
+    "REGRESSIONS_SCHEMA",
+    "Change",
+    "NotExamined",
+    "RegressionCounts",
+    "RegressionReport",
+    "SampleCounts",
+    "TaskRegression",
     "NOISE_SCHEMA",
     "SUMMARY_SCHEMA",
     "NoiseFloor",
