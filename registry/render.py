@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from registry.digest import short
+from registry.evidence import system_label
 from registry_schemas import CohortReport, Rate, SystemReport, TaskReport
 
 FLAG_TEXT = {
@@ -39,11 +39,6 @@ def rate_text(count: int, total: int, rate: Rate, reason: str | None = None) -> 
         return f"{count}/{total} n/a" + (f" ({reason})" if reason else "")
     return f"{count}/{total} {percent(rate.estimate)} [{100 * rate.low:.1f}, {100 * rate.high:.1f}]"
 
-
-UNKNOWN = "unknown"
-"""How every renderer spells an identity field the evidence does not record."""
-IDENTITY_FIELDS = ("agent", "agent_version", "provider", "model", "harness_version")
-"""The fields that tell two observed systems apart; every label shows all of them."""
 
 # C0 and C1 controls (ESC, OSC, CR, LF, TAB, ...), Unicode line and paragraph separators and
 # bidirectional overrides: in a value they could recolour or rewrite a terminal, or break a
@@ -80,21 +75,6 @@ def inert(text: object) -> str:
 def inert_lines(lines: Sequence[str]) -> str:
     """Join rendered lines, each made inert, so no value can add a line or a control code."""
     return "\n".join(inert(line) for line in lines) + "\n"
-
-
-def system_label(identity: Mapping[str, Any]) -> str:
-    """Return `agent agent_version provider/model harness harness_version`.
-
-    Every identity field is shown, `unknown` where the evidence does not record it, so two
-    systems that differ in any field never share a label.
-    """
-    v = {k: UNKNOWN if identity.get(k) in (None, "") else str(identity[k]) for k in IDENTITY_FIELDS}
-    label = (
-        f"{v['agent']} {v['agent_version']} {v['provider']}/{v['model']} "
-        f"harness {v['harness_version']}"
-    )
-    run = identity.get("run")  # attempts that record no model pool only within their run
-    return label if run in (None, "") else f"{label} run {run}"
 
 
 def html_text(text: object) -> str:
@@ -171,7 +151,8 @@ def _header(report: TaskReport) -> list[str]:
 
 
 def _system_label(s: SystemReport) -> str:
-    return system_label({**s.system.model_dump(), "run": getattr(s, "run", None)})
+    """The one label of a system (`registry.system_label`): every identifying field shown."""
+    return system_label(s.system.model_dump(), getattr(s, "run", None))
 
 
 def render_table(report: TaskReport) -> str:

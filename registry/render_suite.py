@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from registry.digest import short
-from registry.render import html_text, inert, inert_lines, md_escape, percent, system_label
+from registry.evidence import system_label
+from registry.render import html_text, inert, inert_lines, md_escape, percent
 from registry_schemas import CandidateComparison, Comparison, NoiseFloor, Summary, SystemSummary
 
 
@@ -36,7 +37,10 @@ def scope_text(scope: Mapping[str, Any]) -> str:
 
 def _arm_line(role: str, arm: Any) -> str:
     c = arm.counts
-    systems = "; ".join(system_label(s) for s in arm.systems)
+    systems = "; ".join(
+        system_label(s) + (f" ({s['attempts']} attempts)" if "attempts" in s else "")
+        for s in arm.systems
+    )
     return (
         f"{role:<10} {arm.selector}: {c.resolved}/{c.valid} resolved of valid, "
         f"invalid {c.invalid}/{c.attempts} {percent(arm.invalid_rate.estimate)}, "
@@ -188,7 +192,7 @@ def render_comparison_html(comparison: Comparison) -> str:
 
 
 def _system_text(s: SystemSummary) -> str:
-    return system_label({**s.system, "run": getattr(s, "run", None)})
+    return system_label(s.system, getattr(s, "run", None))
 
 
 def _runtime(r: Any) -> str:
@@ -248,7 +252,7 @@ def _why(layer: Any, field: str) -> str:
 def render_noise_table(floor: NoiseFloor) -> str:
     """Return a noise floor as plain text; an unmeasurable figure is `n/a` with its reason."""
     identity = getattr(floor, "identity", None)
-    who = f" ({system_label({**identity, 'run': getattr(floor, 'run', None)})})" if identity else ""
+    who = f" ({system_label(identity, getattr(floor, 'run', None))})" if identity else ""
     lines = [f"Noise floor of {floor.system}{who} over {floor.tasks} tasks"]
     flips = "n/a" if floor.expected_flips is None else f"{floor.expected_flips:.3f}"
     lines.append(
