@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 
 import registry
 
-from . import reports, retract, suite
+from . import regressions, reports, retract, suite
 from .options import (
     DEFAULT_ROOT,
     InputFormat,
@@ -299,6 +299,7 @@ app.command()(suite.compare)
 app.command()(suite.summary)
 app.command()(suite.noise)
 app.command()(retract.retract)
+app.command()(regressions.regressions)
 
 
 def main() -> None:
