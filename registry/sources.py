@@ -65,8 +65,15 @@ class Source:
 
     @property
     def size(self) -> int:
-        """Size in bytes (0 for standard input, whose size is unknown)."""
-        return self.path.stat().st_size if self.path else 0
+        """Size in bytes of the file or of every file of a harness's output folder.
+
+        0 for standard input, whose size is unknown.
+        """
+        if self.path is None:
+            return 0
+        if self.path.is_dir():
+            return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        return self.path.stat().st_size
 
     @property
     def digest(self) -> str:
@@ -430,14 +437,18 @@ def _timestamp_text(value: Any) -> str:
 def _iter_imported(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
     """Read a harness's output through its importer; the source digest covers every file."""
     assert source.path is not None
-    source._digest = _tree_digest(source.path)
+    source._digest = _tree_digest(source.path, progress)
     importer = get_importer(source.format)
     for location, record in importer.read(source.path, source.context):
         yield location, orjson.dumps(record)
 
 
-def _tree_digest(path: Path) -> str:
-    if path.is_file():
-        return digest_file(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file())
-    return digest_json([[p.relative_to(path).as_posix(), digest_file(p)] for p in files])
+def _tree_digest(path: Path, progress: ProgressFn | None = None) -> str:
+    """Digest of a file, or of every file of a folder by relative path; reports bytes hashed."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    digests = []
+    for file in files:
+        digests.append([file.relative_to(path).as_posix(), digest_file(file)])
+        if progress is not None:
+            progress(file.stat().st_size)
+    return digests[0][1] if path.is_file() else digest_json(digests)

@@ -294,7 +294,7 @@ def _folder_run(folder: Path, files: list[Path], depth: int) -> _Run:
         trial = read_json(file)
         _check_trial(trial, str(file))
         trials.append(trial)
-    return _Run(folder, depth, {}, {}, [], None, None, _run_id_of(trials), found=trials)
+    return _Run(folder, depth, {}, {}, [], None, None, _run_id_of(trials) or "", found=trials)
 
 
 def _run_id_of(trials: list[dict[str, Any]]) -> str | None:

@@ -153,7 +153,7 @@ def test_envelope_inputs_and_usage_of_one_trial():
     assert inputs["budget"] == {"timeout_multiplier": 1.0}
     assert inputs["wiki_digest"] == "none"
     assert inputs["prompt_digest"] == digest_json(
-        {"instruction": inputs["case_digest"], "extra_instructions": []}
+        {"scheme": "harbor.prompt/1", "extra_instructions": []}
     )
     assert inputs["agent_system_digest"] == digest_json(
         {
