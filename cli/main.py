@@ -15,8 +15,11 @@ from typer.core import TyperGroup
 import registry
 
 from . import regressions, reports, retract, suite
+from .export import export
 from .options import (
     DEFAULT_ROOT,
+    AsOfOption,
+    IncludeRetractedOption,
     InputFormat,
     RootOption,
     SummaryFormat,
@@ -244,9 +247,17 @@ def sql(
     output: Annotated[
         TableFormat, typer.Option("--format", help="Output format.")
     ] = TableFormat.table,
+    as_of: AsOfOption = None,
+    include_retracted: IncludeRetractedOption = False,
 ) -> None:
-    """Run a read-only SQL query over the views attempts, commits, cohorts and systems."""
-    result = registry.run_query(registry.open_store(root), query)
+    """Run a read-only SQL query over the registry views (see the README for every column).
+
+    Views: attempts, samples, lineage, cohorts, systems, commits, retractions, and the stored
+    layers reports, comparisons, summaries, noise_floors.
+    """
+    result = registry.run_query(
+        registry.open_store(root), query, as_of=as_of, include_retracted=include_retracted
+    )
     if output is TableFormat.json:  # each row object keeps the SELECT's column order
         typer.echo(to_json(rows_as_dicts(result.columns, result.rows), sort_keys=False))
     elif output is TableFormat.csv:  # data, byte for byte, unless a person reads it
@@ -300,6 +311,7 @@ app.command()(suite.summary)
 app.command()(suite.noise)
 app.command()(retract.retract)
 app.command()(regressions.regressions)
+app.command()(export)
 
 
 def main() -> None:

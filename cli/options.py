@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -107,6 +107,31 @@ def record_or_warn(
         message = printable(f"warning: {kind} not recorded as a layer: {reason}")
         return lambda: typer.echo(message, err=True)
     return lambda: announce_layer(layer, created)
+
+
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="SEQ|DATE",
+        help="Answer as the registry stood at this commit or date (nothing is recorded).",
+    ),
+]
+IncludeRetractedOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-retracted",
+        help="Count retracted attempts too (nothing is recorded).",
+    ),
+]
+
+
+def unrecorded(kind: str, document: Any, as_of: str | None) -> Callable[[], None]:
+    """Say on stderr that a time-travel or retraction-inclusive answer was not recorded."""
+    digest = registry.digest_json(document)
+    why = f"as of {as_of}" if as_of is not None else "retracted attempts included"
+    message = f"{kind} {digest} ({why}; not recorded as a layer)"
+    return lambda: typer.echo(message, err=True)
 
 
 TaskOption = Annotated[

@@ -14,6 +14,8 @@ import registry
 
 from .options import (
     DEFAULT_ROOT,
+    AsOfOption,
+    IncludeRetractedOption,
     OutputFileOption,
     ReportFormat,
     RootOption,
@@ -21,6 +23,7 @@ from .options import (
     emit,
     record_or_warn,
     stdout,
+    unrecorded,
 )
 from .output import print_table, to_json
 
@@ -66,9 +69,20 @@ def report(
         ReportFormat, typer.Option("--format", help="Output format.")
     ] = ReportFormat.table,
     output_file: OutputFileOption = None,
+    as_of: AsOfOption = None,
+    include_retracted: IncludeRetractedOption = False,
 ) -> None:
-    """Report a task per cohort and observed system, and store it as a versioned layer."""
+    """Report a task per cohort and observed system, and store it as a versioned layer.
+
+    With --as-of the report is the one the registry gave at that commit (byte for byte the
+    layer stored then, for the same generator version); it is printed, not recorded.
+    """
     store = registry.open_store(root)
+    if as_of is not None or include_retracted:
+        built = registry.build_report(store, task, as_of=as_of, include_retracted=include_retracted)
+        emit(_render(built, output), output_file)
+        unrecorded("report", registry.report_document(built), as_of)()
+        return
     recorded: list[BaseModel] = []
 
     def record() -> tuple[registry.LayerVersion, bool]:

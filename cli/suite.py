@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +14,9 @@ import registry
 
 from .options import (
     DEFAULT_ROOT,
+    AsOfOption,
     ExperimentOption,
+    IncludeRetractedOption,
     OutputFileOption,
     PlanOption,
     ReportFormat,
@@ -24,8 +27,32 @@ from .options import (
     emit,
     record_or_warn,
     scope_of,
+    unrecorded,
 )
 from .output import to_json
+
+
+class FailOn(StrEnum):
+    """Verdicts that make `registry compare` exit 1, for gating CI."""
+
+    behind = "behind"
+    different = "different"
+
+
+_FAILING = {FailOn.behind: {"behind"}, FailOn.different: {"behind", "ahead"}}
+
+
+def _record(
+    kind: str,
+    result: BaseModel,
+    store: registry.Store,
+    recorder: Callable[[], tuple[registry.LayerVersion, bool]],
+    as_of: str | None,
+    include_retracted: bool,
+) -> Callable[[], None]:
+    if as_of is not None or include_retracted:
+        return unrecorded(kind, result.model_dump(mode="json", by_alias=True), as_of)
+    return record_or_warn(kind, recorder)
 
 
 def compare(
@@ -62,8 +89,21 @@ def compare(
         ReportFormat, typer.Option("--format", help="Output format.")
     ] = ReportFormat.table,
     output_file: OutputFileOption = None,
+    fail_on: Annotated[
+        FailOn | None,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when a candidate is behind (behind) or ahead or behind (different).",
+        ),
+    ] = None,
+    as_of: AsOfOption = None,
+    include_retracted: IncludeRetractedOption = False,
 ) -> None:
-    """Compare a baseline with candidates task by task: did the change do anything?"""
+    """Compare a baseline with candidates task by task: did the change do anything?
+
+    With --fail-on, the exit code gates CI: 1 when a candidate's verdict is `behind`
+    (or, for `different`, `ahead` or `behind`), 0 otherwise; the output is the same.
+    """
     store = registry.open_store(root)
     result = registry.compare(
         store,
@@ -73,8 +113,17 @@ def compare(
         vary=vary,
         seed=seed,
         resamples=resamples,
+        as_of=as_of,
+        include_retracted=include_retracted,
     )
-    announce = record_or_warn("comparison", lambda: registry.record_comparison(store, result))
+    announce = _record(
+        "comparison",
+        result,
+        store,
+        lambda: registry.record_comparison(store, result),
+        as_of,
+        include_retracted,
+    )
     renderers = {
         ReportFormat.table: registry.render_comparison_table,
         ReportFormat.markdown: registry.render_comparison_markdown,
@@ -86,6 +135,14 @@ def compare(
         text = renderers[output](result)
     emit(text, output_file)
     announce()
+    failing = [c for c in result.comparisons if fail_on and c.verdict.code in _FAILING[fail_on]]
+    if failing:
+        typer.echo(
+            f"failing (--fail-on {fail_on}): "
+            + "; ".join(f"{c.candidate.selector}: {c.verdict.text}" for c in failing),
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 def summary(
@@ -102,12 +159,27 @@ def summary(
         SummaryFormat, typer.Option("--format", help="Output format.")
     ] = SummaryFormat.table,
     output_file: OutputFileOption = None,
+    as_of: AsOfOption = None,
+    include_retracted: IncludeRetractedOption = False,
 ) -> None:
     """Summarize a suite per system: pooled and task-mean rates, clustered SE, pass@k."""
     store = registry.open_store(root)
     selector = registry.parse_selector(system) if system else None
-    result = registry.summarize(store, scope_of(task, tasks_file, plan, experiment), selector)
-    announce = record_or_warn("summary", lambda: registry.record_summary(store, result))
+    result = registry.summarize(
+        store,
+        scope_of(task, tasks_file, plan, experiment),
+        selector,
+        as_of=as_of,
+        include_retracted=include_retracted,
+    )
+    announce = _record(
+        "summary",
+        result,
+        store,
+        lambda: registry.record_summary(store, result),
+        as_of,
+        include_retracted,
+    )
     _print_layer(result, registry.render_summary_table, output, output_file)
     announce()
 
@@ -143,6 +215,8 @@ def noise(
         SummaryFormat, typer.Option("--format", help="Output format.")
     ] = SummaryFormat.table,
     output_file: OutputFileOption = None,
+    as_of: AsOfOption = None,
+    include_retracted: IncludeRetractedOption = False,
 ) -> None:
     """Show a system's noise floor: flips and net change between identical evaluations."""
     store = registry.open_store(root)
@@ -153,8 +227,17 @@ def noise(
         simulations=simulations,
         seed=seed,
         attempts=attempts or registry.DEFAULT_ATTEMPTS,
+        as_of=as_of,
+        include_retracted=include_retracted,
     )
-    announce = record_or_warn("noise floor", lambda: registry.record_noise(store, result))
+    announce = _record(
+        "noise floor",
+        result,
+        store,
+        lambda: registry.record_noise(store, result),
+        as_of,
+        include_retracted,
+    )
     _print_layer(result, registry.render_noise_table, output, output_file)
     announce()
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from registry.digest import short
-from registry.evidence import system_label
+from registry.evidence import CLASSES, INVALID, system_label
 from registry_schemas import CohortReport, Rate, SystemReport, TaskReport
 
 FLAG_TEXT = {
@@ -134,6 +134,9 @@ def _provenance(system: SystemReport) -> str:
     return "; ".join(parts)
 
 
+VALID = tuple(c for c in CLASSES if c not in INVALID)
+
+
 def _classes(system: SystemReport) -> str:
     return ", ".join(f"{name} {n}" for name, n in system.classes.items() if n)
 
@@ -214,6 +217,11 @@ def render_markdown(report: TaskReport) -> str:
                 "; ".join(_notes(s)),
             ]
             lines.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
+        lines += ["", "Outcome classes (valid | infrastructure-invalid):", ""]
+        lines += ["| system | " + " | ".join(CLASSES) + " |", "|" + "---|" * (len(CLASSES) + 1)]
+        for s in cohort.systems:
+            counts = [str(s.classes.get(name, 0)) for name in CLASSES]
+            lines.append(f"| {md_escape(_system_label(s))} | " + " | ".join(counts) + " |")
         lines += ["", "Provenance:", ""]
         lines += [
             f"- {md_escape(_system_label(s))}: {md_escape(_provenance(s))}" for s in cohort.systems
@@ -315,6 +323,7 @@ table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
 th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 10px; text-align: left; }
 td { vertical-align: top; }
 th { background: #f6f6f6; } td.notes { color: #a0522d; }
+th.invalid { color: #a0522d; }
 """
 
 
@@ -333,6 +342,7 @@ def render_html(report: TaskReport) -> str:
     for cohort in report.cohorts:
         body.append(f"<h2>{html_text(cohort_label(cohort))}</h2>")
         body.append(_html_table(cohort))
+        body.append(_html_classes(cohort))
     title = html_text(f"Evidence report: {report.task_id}")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -340,6 +350,20 @@ def render_html(report: TaskReport) -> str:
         + "\n".join(body)
         + "</body></html>\n"
     )
+
+
+def _html_classes(cohort: CohortReport) -> str:
+    """Return the typed outcome breakdown (all nine classes) of a cohort's systems."""
+    head = "<tr><th>outcome classes</th>" + "".join(
+        f'<th class="{"valid" if n in VALID else "invalid"}">{html_text(n)}</th>' for n in CLASSES
+    )
+    rows = [
+        f"<tr><td>{html_text(_system_label(s))}</td>"
+        + "".join(f"<td>{s.classes.get(n, 0)}</td>" for n in CLASSES)
+        + "</tr>"
+        for s in cohort.systems
+    ]
+    return f'<table class="classes">{head}</tr>{"".join(rows)}</table>'
 
 
 def _html_table(cohort: CohortReport) -> str:

@@ -64,6 +64,7 @@ def _comparison_lines(c: CandidateComparison) -> list[str]:
         f"McNemar    gained {c.mcnemar.positive} / lost {c.mcnemar.negative}, "
         f"p = {_p(c.mcnemar.p)} (Holm {_p(c.mcnemar.p_holm)})",
     ]
+    lines += [f"note       {n}" for n in c.verdict.notes]
     lines += [f"warning    {w}" for w in c.warnings]
     lines.append("")
     lines.append(f"  {'task':<40} {'baseline':>12} {'candidate':>12} {'d points':>9}")
@@ -107,6 +108,7 @@ def render_comparison_markdown(comparison: Comparison) -> str:
         out += [f"## Candidate {md_escape(c.candidate.selector)}", ""]
         out += [f"**{md_escape(c.verdict.text)}**", ""]
         block = [inert(line) for line in [*_comparison_lines(c)[:7]]]
+        block += [inert(f"note {n}") for n in c.verdict.notes]
         block += [inert(f"warning {w}") for w in c.warnings]
         fence = _fence(block)
         out += [fence, *block, fence, ""]
@@ -173,6 +175,7 @@ def render_comparison_html(comparison: Comparison) -> str:
         body.append(f'<p class="verdict">{html_text(c.verdict.text)}</p>')
         pre = "\n".join(html_text(line) for line in _comparison_lines(c)[:7])
         body.append(f"<pre>{pre}</pre>")
+        body.extend(f'<p class="note">{html_text(n)}</p>' for n in c.verdict.notes)
         body.extend(f'<p class="warn">{html_text(w)}</p>' for w in c.warnings)
         body.append(
             '<p class="meta">Bars: per-task difference candidate − baseline in resolved rate '

@@ -268,3 +268,21 @@ def test_reports_root_option_reaches_show_and_missing_layer_is_one_line(
     listing = runner.invoke(app, ["reports", "--root", str(loaded_root)])
     assert listing.exit_code == 1
     assert listing.stderr == f"Error: {report.path}: missing; run registry verify\n"
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_markdown_and_html_show_every_outcome_class(fmt, invoke, loaded_root):
+    result = invoke("report", "--task", TASK, "--format", fmt)
+    assert result.exit_code == 0
+    for name in (
+        "resolved",
+        "model_failure",
+        "safety_failure",
+        "timeout",
+        "harness_failure",
+        "environment_failure",
+        "grader_failure",
+        "invalid_case",
+        "cancelled",
+    ):
+        assert name in result.stdout
