@@ -437,9 +437,9 @@ def render_regressions_markdown(report: RegressionReport) -> str:
         cells = [
             md_escape(e.task_id),
             direction,
-            md_escape(_counts(e)),
-            md_escape(_rate(e.before)),
-            md_escape(_rate(e.after)),
+            _counts(e),  # figures of our own: no evidence text to escape
+            _rate(e.before),
+            _rate(e.after),
             f"{e.p:.2g}",
             f"{e.p_holm:.2g}",
             *([md_escape(_shown(e.track))] if several else []),
