@@ -272,9 +272,7 @@ def test_every_layer_kind_is_listed_and_shown(invoke, loaded_root):
     only = json.loads(invoke("reports", "--kind", "comparison", "--format", "json").stdout)
     assert [r["kind"] for r in only] == ["comparison"]
     shown = invoke("reports", "show", only[0]["digest"], "--format", "table")
-    assert shown.exit_code == 0 and shown.stdout.startswith(
-        "Comparison against " + BASELINE_SONNET
-    )
+    assert shown.exit_code == 0 and shown.stdout.startswith("Comparison against " + BASELINE_SONNET)
     summary = next(r for r in listing if r["kind"] == "summary")
     refused = invoke("reports", "show", summary["digest"], "--format", "html")
     assert refused.exit_code == 1
@@ -282,3 +280,50 @@ def test_every_layer_kind_is_listed_and_shown(invoke, loaded_root):
         refused.stderr
         == "Error: a summary layer has no html rendering; use --format json or table\n"
     )
+
+
+def _paired(differences, k=5):
+    from registry_schemas import ArmCounts, PairedTask
+
+    tasks = []
+    for i, d in enumerate(differences):
+        base = 0.5 if 0 <= 0.5 + d <= 1 else 0.0
+        counts = ArmCounts(attempts=k, valid=k, invalid=0, resolved=0)
+        tasks.append(
+            PairedTask(
+                task_id=f"t{i}",
+                baseline=counts,
+                candidate=counts,
+                rate_baseline=base,
+                rate_candidate=base + d,
+                difference=d,
+            )
+        )
+    return tasks
+
+
+def _sign(diffs, p_holm):
+    from registry_schemas import ExactTest
+
+    pos, neg = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    return ExactTest(
+        positive=pos, negative=neg, ties=len(diffs) - pos - neg, p=p_holm, p_holm=p_holm
+    )
+
+
+def test_bootstrap_clearing_zero_under_no_difference_is_explained():
+    from registry.compare import decide
+
+    diffs = [0.2, 0.2, 0.0, 0.2, -0.2, 0.2, 0.0, 0.2]
+    verdict = decide(_paired(diffs), 0.1, 0.2, _sign(diffs, 0.2), 5, (0.02, 0.18))
+    assert verdict.code == "no_detectable_difference"
+    assert any("bootstrap interval [+2.0, +18.0] excludes zero" in n for n in verdict.notes)
+
+
+def test_no_difference_at_all_is_never_a_heavy_task_verdict():
+    from registry.compare import decide
+
+    diffs = [0.0] * 6
+    verdict = decide(_paired(diffs), 0.0, 0.0, _sign(diffs, 1.0), 5, (0.0, 0.0))
+    assert verdict.code == "no_detectable_difference"
+    assert any("SE = 0" in n for n in verdict.notes)
