@@ -20,6 +20,7 @@ from registry_schemas import (
     Commit,
     Comparison,
     NoiseFloor,
+    RegressionReport,
     Summary,
     TaskReport,
 )
@@ -125,6 +126,7 @@ def contract_files() -> dict[str, bytes]:
         "comparison.schema.json": Comparison.model_json_schema(by_alias=True),
         "summary.schema.json": Summary.model_json_schema(by_alias=True),
         "noise.schema.json": NoiseFloor.model_json_schema(by_alias=True),
+        "regressions.schema.json": RegressionReport.model_json_schema(by_alias=True),
         "digest-vectors.json": {"schema": "registry.digest-vectors/1", "vectors": digest_vectors()},
     }
     options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
