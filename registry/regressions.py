@@ -48,6 +48,7 @@ from registry_schemas import (
 )
 
 DEFAULT_TRACK_INPUT = "agent_system_digest"
+_NO_EVIDENCE = {"evidence_digest": None, "attempts": 0, "last_commit_seq": None}
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def find_regressions(
     ).rows
     pairs: list[_Pair] = []
     skipped: list[NotExamined] = []
-    for name, members in _tracks(rows, track):
+    tracks = _tracks(rows, track)
+    for name, members in tracks:
         for task_id in sorted({r["task_id"] for r in members}):
             task_rows = [r for r in members if r["task_id"] == task_id]
             found = _pair_of(task_id, name, task_rows, since_seq)
@@ -92,8 +94,22 @@ def find_regressions(
                 pairs.append(found)
             else:
                 skipped.append(found)
-    return _report(
-        pairs, skipped, rows, track, since, since_seq, as_of, alpha, include_retracted, tasks
+    examined = _compared(pairs, alpha)
+    return RegressionReport(
+        tracks=[name for name, _ in tracks],
+        mode="generations" if since_seq is None else "since",
+        since=None if since is None else str(since),
+        since_commit_seq=since_seq,
+        as_of=None if as_of is None else str(as_of),
+        tasks=list(tasks),
+        include_retracted=include_retracted,
+        alpha=alpha,
+        adjustment=adjustment_text(len(examined), len(tracks)),
+        comparisons=len(examined),
+        snapshot=snapshot_of(rows) if rows else _NO_EVIDENCE,
+        counts=_counts_of(examined, skipped),
+        examined=examined,
+        not_examined=skipped,
     )
 
 
@@ -265,48 +281,13 @@ def adjustment_text(comparisons: int, tracks: int) -> str:
     return f"Holm-adjusted across {comparisons} {noun}{where}"
 
 
-def _report(
-    pairs: list[_Pair],
-    skipped: list[NotExamined],
-    rows: list[dict[str, Any]],
-    track: Sequence[Selector],
-    since: str | int | None,
-    since_seq: int | None,
-    as_of: str | int | None,
-    alpha: float,
-    include_retracted: bool,
-    tasks: Sequence[str],
-) -> RegressionReport:
-    examined = _compared(pairs, alpha)
-    tracks = [s.text for s in track] or sorted(
-        {p.track for p in pairs} | {s.track for s in skipped}
-    )
+def _counts_of(examined: list[TaskRegression], skipped: list[NotExamined]) -> RegressionCounts:
     directions = [e.direction for e in examined]
-    snapshot = (
-        snapshot_of(rows)
-        if rows
-        else {"evidence_digest": None, "attempts": 0, "last_commit_seq": None}
-    )
-    return RegressionReport(
-        tracks=tracks,
-        mode="generations" if since_seq is None else "since",
-        since=None if since is None else str(since),
-        since_commit_seq=since_seq,
-        as_of=None if as_of is None else str(as_of),
-        tasks=list(tasks),
-        include_retracted=include_retracted,
-        alpha=alpha,
-        adjustment=adjustment_text(len(examined), len(tracks)),
-        comparisons=len(examined),
-        snapshot=snapshot,
-        counts=RegressionCounts(
-            down=directions.count("down"),
-            up=directions.count("up"),
-            steady=directions.count("steady"),
-            not_examined=len(skipped),
-        ),
-        examined=examined,
-        not_examined=skipped,
+    return RegressionCounts(
+        down=directions.count("down"),
+        up=directions.count("up"),
+        steady=directions.count("steady"),
+        not_examined=len(skipped),
     )
 
 

@@ -222,3 +222,35 @@ def test_control_characters_in_values_stay_inert(invoke, root, tmp_path):
         text = invoke("regressions", "--format", fmt).stdout
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
         assert "\\x1b" in text
+
+
+def test_a_regrade_is_compared_with_what_it_regraded(root, tmp_path):
+    from registry import attempt_id_of, cohort_key_of, terminal_identity_of
+    from registry_schemas import AttemptRecord
+
+    _ingest(root, "before.jsonl")
+    originals = [
+        json.loads(line)
+        for line in (HERE / "before.jsonl").read_text().splitlines()
+        if json.loads(line)["task_id"] == "t-drop"
+    ]
+    regrades = []
+    for original in originals:  # a stricter grader fails every attempt it had passed
+        again = json.loads(json.dumps(original))
+        again["inputs"]["grader_version"] = "grader-2.1"
+        again["terminal_class"] = "model_failure"
+        again["experiment_id"] = "exp-regrade"
+        again["derived_from"] = attempt_id_of(
+            AttemptRecord.model_validate_json(json.dumps(original)).model_dump(mode="json")
+        )
+        again["terminal_identity"] = terminal_identity_of(
+            again, cohort_key_of(again["task_id"], again["inputs"])
+        )
+        regrades.append(again)
+    registry.ingest(root, [str(write_jsonl(tmp_path / "regrade.jsonl", regrades))])
+    report = find_regressions(registry.open_store(root))
+    (drop,) = report.examined
+    assert (drop.task_id, drop.direction) == ("t-drop", "down")
+    assert (drop.before.lineage_depth, drop.after.lineage_depth) == (0, 1)
+    assert [(c.kind, c.field) for c in drop.changes] == [("input", "grader_version")]
+    assert report.counts.not_examined == 5  # the other tasks have one sample each
