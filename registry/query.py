@@ -141,6 +141,17 @@ def connect(
     return con
 
 
+def open_database(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """Return a plain, unconfined DuckDB connection to `path` holding the registry macros.
+
+    For `registry export` only, which writes the views where it is told; user SQL never runs
+    on it (user SQL runs on `connect`'s confined connection).
+    """
+    con = duckdb.connect(path, config={"threads": 2})
+    con.execute(_MACROS)
+    return con
+
+
 def layer_views_in(sql: str) -> set[str]:
     """Return the stored-layer views a query mentions (only those are built)."""
     words = set(re.findall(r"[a-z_]+", sql.lower()))
