@@ -554,7 +554,7 @@ def test_report_and_compare_on_the_imported_runs(invoke):
     assert (systems[MODEL_A]["attempts"], systems[MODEL_A]["resolved"]) == (2, 2)
     assert systems[MODEL_B]["classes"]["harness_failure"] == 1
     table = invoke("report", "--task", "hello-world")
-    assert table.exit_code == 0 and "terminus anthropic/claude-sonnet-4-20250514" in table.stdout
+    assert table.exit_code == 0 and "anthropic/claude-sonnet-4-20250514" in table.stdout
     compared = invoke(
         "compare",
         "--baseline",
