@@ -8,11 +8,6 @@ from typing import Annotated
 import typer
 
 import registry
-from registry.regressions import (
-    find_regressions,
-    render_regressions_markdown,
-    render_regressions_table,
-)
 
 from .options import (
     DEFAULT_ROOT,
@@ -67,7 +62,7 @@ def regressions(
     output_file: OutputFileOption = None,
 ) -> None:
     """Per task, compare a system's newest sample with the one before; exit 1 on a regression."""
-    result = find_regressions(
+    result = registry.find_regressions(
         registry.open_store(root),
         track=[registry.parse_selector(t) for t in track or []],
         since=since,
@@ -79,9 +74,9 @@ def regressions(
     if output is RegressionFormat.json:
         text = to_json(result.model_dump(mode="json", by_alias=True)) + "\n"
     elif output is RegressionFormat.markdown:
-        text = render_regressions_markdown(result)
+        text = registry.render_regressions_markdown(result)
     else:
-        text = render_regressions_table(result)
+        text = registry.render_regressions_table(result)
     emit(text, output_file)
     if result.counts.down:
         raise typer.Exit(1)

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 import registry
-from registry.retract import read_attempt_ids_file
-from registry.retract import retract as retract_attempts
 
 from .options import DEFAULT_ROOT, RootOption, SummaryFormat
 from .output import to_json
@@ -42,10 +40,10 @@ def retract(
         ctx.fail("give exactly one of --attempts FILE or --commit SEQ")
     store = registry.open_store(root)
     if attempts_file is not None:
-        ids = read_attempt_ids_file(attempts_file)
-        result = retract_attempts(store, ids, reason)
+        ids = registry.read_attempt_ids_file(attempts_file)
+        result = registry.retract(store, ids, reason)
     else:
-        result = retract_attempts(store, [], reason, commit_seq=commit)
+        result = registry.retract(store, [], reason, commit_seq=commit)
     entry = result.commit
     if output is SummaryFormat.json:
         summary = {

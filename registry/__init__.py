@@ -17,6 +17,7 @@ from registry.errors import (
     RegistryError,
     RegistryRootError,
 )
+from registry.evidence import SAMPLE_KEYS, sample_key, system_label, unit_key
 from registry.importers import parse_overrides
 from registry.ingest import IngestResult, ingest
 from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
@@ -28,10 +29,14 @@ from registry.layers import (
     load_layer,
     read_layer,
 )
-from registry.evidence import SAMPLE_KEYS, sample_key, system_label, unit_key
 from registry.ledger import AsOfError, LedgerEntry, entries_as_of, read_ledger
 from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
 from registry.query import QueryResult, connect, run_query
+from registry.regressions import (
+    find_regressions,
+    render_regressions_markdown,
+    render_regressions_table,
+)
 from registry.render import render_html, render_markdown, render_table
 from registry.render_suite import (
     render_comparison_html,
@@ -72,6 +77,9 @@ from registry.summary import record_summary, summarize
 from registry.verify import VerifyReport, verify
 
 __all__ = [
+    "find_regressions",
+    "render_regressions_markdown",
+    "render_regressions_table",
     "SAMPLE_KEYS",
     "AsOfError",
     "Evidence",
