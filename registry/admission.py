@@ -1,7 +1,7 @@
 """What ingest refuses so that the evidence rule (`registry.evidence`) holds for new evidence.
 
-* **One valid outcome per slot.** An (experiment, task, repeat index, cohort) slot holds at
-  most one valid outcome. A second one, in the same input or already in the registry, is
+* **One valid outcome per slot.** An (experiment, task, repeat index, cohort, observed
+  system) slot holds at most one valid outcome. A second one, in the same input or already in the registry, is
   refused: a retry needs its own repeat index, a correction needs a retraction. Retried
   infrastructure failures (invalid outcomes) may share the slot with the outcome that
   followed them. Two writers racing can still both commit one; readers then count neither.
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.errors import InvalidRecordError
-from registry.evidence import INVALID
+from registry.evidence import INVALID, observed_identity
 from registry.ledger import LedgerEntry
 from registry.store import Store
 from registry.tables import read_segment
 
-Slot = tuple[str, str, int]
+Slot = tuple[Any, ...]
 
 
 @dataclass
@@ -64,7 +64,12 @@ class Admission:
         if record["terminal_class"] in INVALID:
             return
         slots = self._slots(cohort_key)
-        slot = (record["experiment_id"], record["task_id"], record["repeat_index"])
+        slot = (
+            record["experiment_id"],
+            record["task_id"],
+            record["repeat_index"],
+            *observed_identity(record).values(),
+        )
         holder = slots.get(slot)
         if holder is not None and holder != attempt_id:
             raise InvalidRecordError(
@@ -72,7 +77,7 @@ class Admission:
                 location,
                 "repeat_index",
                 f"experiment {record['experiment_id']!r}, task {record['task_id']!r}, repeat "
-                f"{record['repeat_index']} already has a valid outcome in this cohort (attempt "
+                f"{record['repeat_index']} already has a valid outcome for this cohort and system (attempt "
                 f"{holder}); a retry needs its own repeat_index, a correction a retraction "
                 "(registry retract)",
             )
@@ -109,12 +114,25 @@ class Admission:
     def _slots(self, cohort_key: str) -> dict[Slot, str]:
         if cohort_key not in self.slots:
             slots: dict[Slot, str] = {}
-            columns = ["attempt_id", "experiment_id", "task_id", "repeat_index", "terminal_class"]
+            columns = [
+                "attempt_id",
+                "experiment_id",
+                "task_id",
+                "repeat_index",
+                "terminal_class",
+                "envelope",
+                "terminal_identity",
+            ]
             for path in self.segments_of_cohort(cohort_key):
                 table = read_segment(self.store.resolve(path), columns).to_pylist()
                 for row in sorted(table, key=lambda r: r["attempt_id"]):
                     if row["terminal_class"] not in INVALID:
-                        key = (row["experiment_id"], row["task_id"], row["repeat_index"])
+                        key = (
+                            row["experiment_id"],
+                            row["task_id"],
+                            row["repeat_index"],
+                            *observed_identity(row).values(),
+                        )
                         slots.setdefault(key, row["attempt_id"])
             self.slots[cohort_key] = slots
         return self.slots[cohort_key]

@@ -6,8 +6,8 @@ regressions), every SQL view and every export reads attempts through the views d
 * **Visible.** An attempt is visible when a commit of the ledger (up to `--as-of`) names its
   segment; duplicates keep their earliest commit. A retracted attempt is hidden unless
   `include_retracted` is set; its bytes stay and `verify` still checks them.
-* **Counted.** One (experiment, task, repeat index, cohort) slot holds at most one *valid*
-  outcome: ingest rejects a second one, and evidence stored before that rule with two valid
+* **Counted.** One (experiment, task, repeat index, cohort, observed system) slot holds at
+  most one *valid* outcome: ingest rejects a second one, and evidence stored before that rule with two valid
   outcomes in one slot counts neither (`slot_conflict`) until one of them is retracted.
   Infrastructure-invalid attempts retried in the same slot stay, counted as invalid.
 * **Sample.** Attempts pool into one sample only when they share the task, the cohort key
@@ -84,7 +84,8 @@ _ATTEMPTS_VIEW = """
 CREATE VIEW attempts AS
 SELECT *,
        count(*) FILTER (is_valid(terminal_class)) OVER (
-           PARTITION BY experiment_id, task_id, repeat_index, cohort_key) > 1 AS slot_conflict
+           PARTITION BY experiment_id, task_id, repeat_index, cohort_key, system, run) > 1
+           AS slot_conflict
 FROM _evidence WHERE {where}
 """
 

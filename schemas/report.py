@@ -216,6 +216,6 @@ class TaskReport(BaseModel):
     held_out: dict[str, int]
     """Attempts of the task the evidence rule does not count: `retracted` (withdrawn by a
     retraction commit) and `slot_conflict` (two valid outcomes recorded for one experiment,
-    task, repeat index and cohort: neither counts until one is retracted)."""
+    task, repeat index, cohort and observed system: neither counts until one is retracted)."""
     cohorts: list[CohortReport]
     """One entry per cohort of the task."""
