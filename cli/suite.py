@@ -29,7 +29,7 @@ from .options import (
     scope_of,
     unrecorded,
 )
-from .output import to_json
+from .output import printable, to_json
 
 
 class FailOn(StrEnum):
@@ -138,8 +138,10 @@ def compare(
     failing = [c for c in result.comparisons if fail_on and c.verdict.code in _FAILING[fail_on]]
     if failing:
         typer.echo(
-            f"failing (--fail-on {fail_on}): "
-            + "; ".join(f"{c.candidate.selector}: {c.verdict.text}" for c in failing),
+            printable(
+                f"failing (--fail-on {fail_on}): "
+                + "; ".join(f"{c.candidate.selector}: {c.verdict.text}" for c in failing)
+            ),
             err=True,
         )
         raise typer.Exit(1)
