@@ -1,10 +1,11 @@
 """What ingest refuses so that the evidence rule (`registry.evidence`) holds for new evidence.
 
 * **One valid outcome per slot.** An (experiment, task, repeat index, cohort, observed
-  system) slot holds at most one valid outcome. A second one, in the same input or already in the registry, is
-  refused: a retry needs its own repeat index, a correction needs a retraction. Retried
-  infrastructure failures (invalid outcomes) may share the slot with the outcome that
-  followed them. Two writers racing can still both commit one; readers then count neither.
+  system) slot holds at most one valid outcome. A second one, in the same input or already
+  in the registry, is refused: a retry needs its own repeat index, a correction needs a
+  retraction. Retried infrastructure failures (invalid outcomes) may share the slot with the
+  outcome that followed them. Two writers racing can still both commit one; readers then
+  count neither.
 * **Regrades name what they regrade.** `derived_from` must name an attempt of the same task,
   in the registry or in the same input, graded by another grader version: a "regrade" with
   the same grader would pool with its original as if it were new evidence.
@@ -77,9 +78,9 @@ class Admission:
                 location,
                 "repeat_index",
                 f"experiment {record['experiment_id']!r}, task {record['task_id']!r}, repeat "
-                f"{record['repeat_index']} already has a valid outcome for this cohort and system (attempt "
-                f"{holder}); a retry needs its own repeat_index, a correction a retraction "
-                "(registry retract)",
+                f"{record['repeat_index']} already has a valid outcome for this cohort and "
+                f"system (attempt {holder}); a retry needs its own repeat_index, a correction a "
+                "retraction (registry retract)",
             )
         slots[slot] = attempt_id
 

@@ -7,8 +7,9 @@ regressions), every SQL view and every export reads attempts through the views d
   segment; duplicates keep their earliest commit. A retracted attempt is hidden unless
   `include_retracted` is set; its bytes stay and `verify` still checks them.
 * **Counted.** One (experiment, task, repeat index, cohort, observed system) slot holds at
-  most one *valid* outcome: ingest rejects a second one, and evidence stored before that rule with two valid
-  outcomes in one slot counts neither (`slot_conflict`) until one of them is retracted.
+  most one *valid* outcome: ingest rejects a second one, and evidence stored before that
+  rule (or by two writers racing) with two valid outcomes in one slot counts neither
+  (`slot_conflict`) until one of them is retracted.
   Infrastructure-invalid attempts retried in the same slot stay, counted as invalid.
 * **Sample.** Attempts pool into one sample only when they share the task, the cohort key
   (all eleven cohort inputs) and the observed system: agent, agent version, provider
