@@ -54,7 +54,7 @@ WRONG_TYPES = {
     "terminal_class": ["resolvd", "RESOLVED", 1, None, "unresolved"],
     "envelope": ["coder", None, []],
     "terminal_identity": ["blake3:abc", "sha256:" + "0" * 64, 5],
-    "runtime_seconds": ["12", -0.5, True, None, [1], 1e300],
+    "runtime_seconds": ["12", -0.5, True, [1], 1e300],
     "started_at": [
         1700000000,
         "1700000000",
@@ -125,3 +125,11 @@ def test_finished_before_started_rejected():
 def test_timestamps_normalised_to_utc():
     record = _validate(make_record(started_at="2026-01-01T01:00:00+01:00", finished_at=None))
     assert record.model_dump(mode="json")["started_at"] == "2026-01-01T00:00:00Z"
+
+
+def test_unavailable_runtime_is_null_not_zero():
+    from registry_schemas import AttemptRecord
+    from tests.conftest import make_record
+
+    record = AttemptRecord.model_validate(make_record(runtime_seconds=None))
+    assert record.runtime_seconds is None
