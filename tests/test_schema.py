@@ -128,8 +128,10 @@ def test_timestamps_normalised_to_utc():
 
 
 def test_unavailable_runtime_is_null_not_zero():
+    import json
+
     from registry_schemas import AttemptRecord
     from tests.conftest import make_record
 
-    record = AttemptRecord.model_validate(make_record(runtime_seconds=None))
+    record = AttemptRecord.model_validate_json(json.dumps(make_record(runtime_seconds=None)))
     assert record.runtime_seconds is None
