@@ -10,7 +10,7 @@ import typer
 import registry
 from registry.export import export_duckdb, export_parquet
 
-from .options import DEFAULT_ROOT, RootOption
+from .options import DEFAULT_ROOT, AsOfOption, IncludeRetractedOption, RootOption
 from .output import printable
 
 
@@ -24,18 +24,8 @@ def export(
         Path | None,
         typer.Option("--parquet", metavar="DIR", help="Write a new directory of Parquet files."),
     ] = None,
-    as_of: Annotated[
-        str | None,
-        typer.Option(
-            "--as-of",
-            metavar="SEQ|DATE",
-            help="Export the registry as it stood at this commit sequence or date.",
-        ),
-    ] = None,
-    include_retracted: Annotated[
-        bool,
-        typer.Option("--include-retracted", help="Keep retracted attempts in the views."),
-    ] = False,
+    as_of: AsOfOption = None,
+    include_retracted: IncludeRetractedOption = False,
     root: RootOption = DEFAULT_ROOT,
 ) -> None:
     """Materialise every SQL view for notebooks and BI tools; never overwrites a target."""

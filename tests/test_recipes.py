@@ -172,3 +172,13 @@ def test_old_weekly_example_on_the_recipe_fixture_matches_the_prose(recipe_root)
     rows = _sql(CliRunner(), recipe_root, OLD_WEEKLY)
     first = next(r for r in rows if r["week"].startswith("2026-11-02"))
     assert f"one row of {first['resolved']}/{first['valid']}" in RECIPES.read_text()
+
+
+def test_readme_weekly_example_keeps_the_regrade_apart(quickstart_root):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### `registry sql") : readme.index("### `registry export")]
+    query = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    rows = _sql(CliRunner(), quickstart_root, query)
+    week = sorted(r["valid"] for r in rows if r["week"] == "2026-11-02")
+    assert week == [10, 28]
+    assert "docs/recipes.md" in section and "STATISTICS.md" not in readme
