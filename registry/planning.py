@@ -11,8 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from scipy import stats as sps
+
+def _sps() -> Any:
+    """Return `scipy.stats`, imported on first use (it costs most of a command's start-up)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,12 @@ def repeated_mean_variance(
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
     """Return P(X ≤ k) for X ~ Bin(n, p)."""
-    return float(sps.binom.cdf(k, n, p))
+    return float(_sps().binom.cdf(k, n, p))
 
 
 def binomial_pmf(k: int, n: int, p: float) -> float:
     """Return P(X = k) for X ~ Bin(n, p)."""
-    return float(sps.binom.pmf(k, n, p))
+    return float(_sps().binom.pmf(k, n, p))
 
 
 def probability_any_failure(p: float, n: int) -> float:
@@ -85,7 +91,8 @@ def sign_test_power(n: int, psi: float, alpha: float = 0.05) -> float:
     cutoff = _rejection_cutoff(n, alpha)
     if cutoff < 0:
         return 0.0
-    return float(sps.binom.cdf(cutoff, n, psi) + sps.binom.sf(n - cutoff - 1, n, psi))
+    binom = _sps().binom
+    return float(binom.cdf(cutoff, n, psi) + binom.sf(n - cutoff - 1, n, psi))
 
 
 def sample_size_mcnemar_discordant(
@@ -113,7 +120,8 @@ def sample_size_mcnemar_discordant(
 
 
 def _z_pair(alpha: float, power: float) -> tuple[float, float]:
-    return float(sps.norm.ppf(1 - alpha / 2)), float(sps.norm.ppf(power))
+    norm = _sps().norm
+    return float(norm.ppf(1 - alpha / 2)), float(norm.ppf(power))
 
 
 def _rejection_cutoff(n: int, alpha: float) -> int:
