@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from registry.errors import RegistryError, storage_error
+from registry.errors import QueryError, RegistryError, storage_error
 from registry.layer_views import LAYER_VIEWS
-from registry.query import connect, open_database
+from registry.query import connect, fetch, open_database
 from registry.store import Store
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ EXPORT_VIEWS = (
 )
 """Every view of `registry sql`, in the order they are exported."""
 
+_DATABASE = "export.duckdb"
 JSON_COLUMNS = {name: "document" for name in LAYER_VIEWS}
 """Views whose column holds JSON (kept as DuckDB's JSON type in a database export)."""
 
@@ -116,43 +117,45 @@ def _publish(
     write: Callable[[Path], dict[str, int]],
     place: Callable[[Path, Path], None],
 ) -> ExportResult:
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    work = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
-        rows = write(tmp)
-        place(tmp, target)
+        work.mkdir()
+        rows = write(work)
+        place(work, target)
     except OSError as exc:
         raise storage_error(exc, target) from None
+    except QueryError as exc:
+        raise ExportError(f"{target}: cannot export: {exc}") from None
     finally:
-        _remove(tmp)
+        shutil.rmtree(work, ignore_errors=True)
     return ExportResult(target, kind, rows)
 
 
-def _write_duckdb(source: duckdb.DuckDBPyConnection, path: Path) -> dict[str, int]:
-    out = open_database(str(path))
+def _write_duckdb(source: duckdb.DuckDBPyConnection, work: Path) -> dict[str, int]:
+    out = open_database(str(work / _DATABASE))
     try:
         rows = {}
         for view in EXPORT_VIEWS:
             out.register("_view", _reader(source, view))
             json_column = JSON_COLUMNS.get(view)
             select = f"* REPLACE ({json_column}::JSON AS {json_column})" if json_column else "*"
-            out.execute(f"CREATE TABLE {view} AS SELECT {select} FROM _view")
+            fetch(out, f"CREATE TABLE {view} AS SELECT {select} FROM _view")
             out.unregister("_view")
             rows[view] = _count(out, view)
-        out.execute("CHECKPOINT")
+        fetch(out, "CHECKPOINT")
         return rows
     finally:
         out.close()
 
 
 def _write_parquet(source: duckdb.DuckDBPyConnection, path: Path) -> dict[str, int]:
-    path.mkdir()
     out = open_database()
     try:
         rows = {}
         for view in EXPORT_VIEWS:
             out.register("_view", _reader(source, view))
             file = _sql_text(str(path / f"{view}.parquet"))
-            out.execute(f"COPY (SELECT * FROM _view) TO {file} (FORMAT parquet)")
+            fetch(out, f"COPY (SELECT * FROM _view) TO {file} (FORMAT parquet)")
             out.unregister("_view")
             rows[view] = _count(out, f"read_parquet({file})")
         return rows
@@ -168,16 +171,16 @@ def _reader(source: duckdb.DuckDBPyConnection, view: str) -> Any:
 
 
 def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
-    row = con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0]
-    return int(row[0])
+    return int(fetch(con, f"SELECT count(*) FROM {relation}").rows[0][0])
 
 
 def _sql_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _link_file(tmp: Path, target: Path) -> None:
+def _link_file(work: Path, target: Path) -> None:
     """Give the finished file its name; a link never replaces a name that appeared meanwhile."""
+    tmp = work / _DATABASE
     try:
         os.link(tmp, target)
     except FileExistsError:
@@ -192,12 +195,3 @@ def _move_dir(tmp: Path, target: Path) -> None:
     if target.exists() or target.is_symlink():
         raise ExportError(f"{target}: created while exporting; nothing was written")
     os.rename(tmp, target)
-
-
-def _remove(tmp: Path) -> None:
-    for path in (tmp, tmp.with_name(tmp.name + ".wal")):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()

@@ -188,3 +188,15 @@ def test_failed_export_leaves_nothing(loaded_root, tmp_path, monkeypatch):
 
 def test_export_error_is_a_registry_error():
     assert issubclass(ExportError, registry.RegistryError)
+
+
+def test_failed_duckdb_statement_is_one_line_and_leaves_nothing(loaded_root, tmp_path, monkeypatch):
+    import registry.export as export_module
+
+    monkeypatch.setattr(export_module, "JSON_COLUMNS", {"samples": "no_such_column"})
+    target = tmp_path / "out.duckdb"
+    with pytest.raises(ExportError) as caught:
+        export_duckdb(registry.open_store(loaded_root), target)
+    message = str(caught.value)
+    assert message.startswith(f"{target}: cannot export: ") and "\n" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reg"]
