@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from typer.core import TyperGroup
 
 import registry
@@ -154,6 +153,8 @@ def _progress_factory(enabled: bool) -> Any:
     def start(total: int) -> Any:
         if not enabled or total < PROGRESS_MIN_BYTES:
             return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
         bar = Progress(
             "[progress.description]{task.description}",
             BarColumn(),
