@@ -14,8 +14,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from registry.digest import digest_bytes
-from registry.errors import IntegrityError
+from registry.layers import read_checked
 from registry.ledger import LedgerEntry
 from registry.store import Store
 
@@ -121,7 +120,7 @@ def layer_tables(
         if layer is None or layer.kind not in wanted or layer.digest in seen:
             continue
         seen.add(layer.digest)
-        document = _read(store, layer.path, layer.digest)
+        document = read_checked(store, layer.path, layer.digest)
         snapshot = document.get("snapshot", {})
         row = {
             "digest": layer.digest,
@@ -144,18 +143,6 @@ def _table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
     table = pa.Table.from_pylist(rows, schema=schema)
     index = schema.get_field_index("created_at")
     return table.set_column(index, pa.field("created_at", _UTC), table["created_at"].cast(_UTC))
-
-
-def _read(store: Store, path: str, digest: str) -> Any:
-    try:
-        data = store.resolve(path).read_bytes()
-    except OSError:
-        raise IntegrityError(f"layer {path} is missing; run 'registry verify'") from None
-    if digest_bytes(data) != digest:
-        raise IntegrityError(
-            f"layer {path} is damaged (digest mismatch); run 'registry verify'"
-        ) from None
-    return orjson.loads(data)
 
 
 def _rate(rate: dict[str, Any] | None) -> dict[str, Any]:

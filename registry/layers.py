@@ -98,12 +98,28 @@ def layer_document(store: Store, version: LayerVersion) -> Any:
     Raises:
         IntegrityError: the layer file is missing or its bytes no longer match the digest.
     """
+    return read_checked(store, version.path, version.digest)
+
+
+def read_checked(store: Store, path: str, digest: str) -> Any:
+    """Return the parsed document of the layer file at `path`, checked against `digest`.
+
+    The ledger has checked the path's form already (`layers/<kind>/<hex>.json`, inside
+    the root); the bytes are hashed before they are parsed.
+
+    Raises:
+        IntegrityError: the file is missing, unreadable or not the bytes `digest` names.
+    """
     try:
-        data = store.resolve(version.path).read_bytes()
-    except OSError:
-        raise IntegrityError(f"{version.path}: missing; run registry verify") from None
-    if digest_bytes(data) != version.digest:
-        raise IntegrityError(f"{version.path}: altered; its bytes no longer match its digest")
+        data = store.resolve(path).read_bytes()
+    except FileNotFoundError:
+        raise IntegrityError(f"layer {path} is missing; run 'registry verify'") from None
+    except OSError as exc:
+        raise IntegrityError(
+            f"layer {path} cannot be read ({exc.strerror or exc}); run 'registry verify'"
+        ) from None
+    if digest_bytes(data) != digest:
+        raise IntegrityError(f"layer {path} is damaged (digest mismatch); run 'registry verify'")
     return orjson.loads(data)
 
 

@@ -9,6 +9,7 @@ that names them exists.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,12 +21,17 @@ import orjson
 from pydantic import ValidationError
 
 from registry.canonical import canonical_json
-from registry.digest import digest_bytes
+from registry.digest import PREFIX, digest_bytes, hex_of
 from registry.errors import IntegrityError, LedgerConflictError, RegistryError
 from registry.store import Store
 from registry_schemas import Commit
 
 MAX_ATTEMPTS = 1000
+_HEX = "[0-9a-f]{64}"
+SEGMENT_PATH = re.compile(rf"attempts/cohort=({_HEX})/({_HEX})\.parquet")
+"""The only form of a segment path a commit may name (cohort key hex, file digest hex)."""
+LAYER_PATH = re.compile(rf"layers/([a-z][a-z0-9_]*)/({_HEX})\.json")
+"""The only form of a layer path a commit may name (layer kind, document digest hex)."""
 
 
 @dataclass(frozen=True)
@@ -68,13 +74,104 @@ def read_entry(path: Path) -> LedgerEntry:
 
 
 def read_ledger(store: Store) -> list[LedgerEntry]:
-    """Return every commit in sequence order.
+    """Return every commit in sequence order, refusing a ledger that is not intact.
+
+    Every reader goes through here, so no command answers from a damaged ledger: sequence
+    numbers run from 1 without a gap, each commit's `prev` is the digest of the previous
+    commit's bytes, every path a commit names is well formed and inside the root, and no
+    segment is named by two commits. `registry verify` walks the ledger on its own, so it
+    can name every problem instead of stopping at the first.
 
     Raises:
-        IntegrityError: a commit file cannot be parsed.
+        IntegrityError: a commit does not parse, is out of place, breaks the chain or names
+            a path that is not the well-formed path of its object.
     """
-    paths = sorted(p for p in store.ledger_dir.glob("*.json") if is_commit_name(p.name))
-    return [read_entry(p) for p in paths]
+    names = sorted(p.name for p in store.ledger_dir.glob("*.json") if is_commit_name(p.name))
+    entries: list[LedgerEntry] = []
+    claimed: set[str] = set()
+    for expected, name in enumerate(names, start=1):
+        relative = f"ledger/{name}"
+        try:
+            entry = read_entry(store.ledger_dir / name)
+        except IntegrityError:
+            raise _damaged(relative, "it does not parse as registry.commit/1") from None
+        if entry.seq != expected or commit_name(entry.seq) != relative:
+            missing = f"commit {expected} is missing" if int(name[:12]) > expected else ""
+            raise _damaged(relative, missing or f"sequence number {entry.seq} out of place")
+        prev = entries[-1].digest if entries else None
+        if entry.commit.prev != prev:
+            raise _damaged(relative, f"prev does not match the digest of commit {expected - 1}")
+        problems = path_problems(entry.commit)
+        if problems:
+            raise _damaged(relative, problems[0])
+        for segment in entry.commit.segments:
+            if segment.path in claimed:
+                raise _damaged(relative, f"{segment.path} is already named by an earlier commit")
+            claimed.add(segment.path)
+        entries.append(entry)
+    return entries
+
+
+def _damaged(relative: str, why: str) -> IntegrityError:
+    return IntegrityError(f"commit {relative} is damaged ({why}); run 'registry verify'")
+
+
+def path_problems(commit: Commit) -> list[str]:
+    """Return what is wrong with the paths a commit names (empty when every one is sound).
+
+    A segment path must be `attempts/cohort=<cohort key hex>/<digest hex>.parquet` for the
+    segment's own cohort key and digest; a layer path `layers/<kind>/<digest hex>.json` for
+    its own kind and digest. Nothing else is accepted, so no commit can point outside the
+    root (`..`, an absolute path) or at another object's file.
+    """
+    problems = []
+    for segment in commit.segments:
+        match = SEGMENT_PATH.fullmatch(segment.path)
+        expected = (hex_of(segment.cohort_key), hex_of(segment.digest))
+        if match is None:
+            problems.append(
+                f"segment path {segment.path!r} is not attempts/cohort=<64 hex>/<64 hex>.parquet"
+            )
+        elif match.groups() != expected:
+            problems.append(f"segment path {segment.path} does not match its cohort key and digest")
+    layer = commit.layer
+    if layer is not None:
+        match = LAYER_PATH.fullmatch(layer.path)
+        if match is None:
+            problems.append(f"layer path {layer.path!r} is not layers/<kind>/<64 hex>.json")
+        elif match.groups() != (layer.kind, hex_of(layer.digest)):
+            problems.append(f"layer path {layer.path} does not match its kind and digest")
+    return problems
+
+
+def head(store: Store) -> tuple[int, str | None]:
+    """Return the sequence number and digest of the newest commit ((0, None) when empty).
+
+    Raises:
+        IntegrityError: the ledger is not intact (see `read_ledger`).
+    """
+    entries = read_ledger(store)
+    return (entries[-1].seq, entries[-1].digest) if entries else (0, None)
+
+
+def parse_head(text: str) -> tuple[int, str]:
+    """Parse `SEQ:DIGEST` as `registry head` prints it (`DIGEST` with or without `blake3:`).
+
+    Raises:
+        HeadFormatError: the text is not of that form.
+    """
+    seq, _, digest = text.strip().lower().partition(":")
+    digest = PREFIX + hex_of(digest)
+    if not seq.isdigit() or int(seq) < 1 or re.fullmatch(rf"{PREFIX}{_HEX}", digest) is None:
+        raise HeadFormatError(
+            f"--expect-head {text!r}: expected SEQ:DIGEST as 'registry head' prints it, "
+            "e.g. 12:blake3:<64 hex>"
+        )
+    return int(seq), digest
+
+
+class HeadFormatError(RegistryError, ValueError):
+    """An expected ledger head is not written as `SEQ:DIGEST`."""
 
 
 class AsOfError(RegistryError, ValueError):

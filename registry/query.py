@@ -5,25 +5,36 @@ a glob, so an unreferenced file left by a crash is invisible), rows are deduplic
 `attempt_id` keeping the earliest commit, and the connection is confined before any user SQL
 runs: external access is off except for reading the segment directory, the configuration is
 locked, and only a single SELECT statement is accepted.
+
+Every segment a connection reads is hashed first and compared with the digest its commit
+records (the ledger itself is checked by `read_ledger`), so no answer is ever computed from
+bytes that do not match their digest. User SQL runs under a time limit and a memory limit;
+DuckDB spills to a private directory under `<root>/tmp/` that is removed afterwards (never
+to the working directory, which DuckDB would otherwise make readable as `.tmp/`).
 """
 
 from __future__ import annotations
 
+import errno
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from registry.errors import QueryError, ReadOnlyQueryError
+from registry.digest import digest_file
+from registry.errors import IntegrityError, QueryError, ReadOnlyQueryError, StorageError
 from registry.evidence import register_evidence
 from registry.layer_views import LAYER_VIEWS, layer_tables
 from registry.ledger import LedgerEntry, entries_as_of, read_ledger
 from registry.retract import retracted_ids, retraction_table
 from registry.store import Store
 from registry.tables import ATTEMPT_SCHEMA
+from registry_schemas import SegmentEntry
 
 _SEGMENTS_SCHEMA = pa.schema(
     [
@@ -79,6 +90,12 @@ CREATE MACRO interval_above(x1, n1, x0, n0) AS wilson_low(x1, n1) > wilson_high(
 """
 
 READ_ONLY_TYPES = {duckdb.StatementType.SELECT}
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a `registry sql` query may run before it is stopped."""
+DEFAULT_MEMORY_LIMIT = "2GB"
+"""Memory a `registry sql` query may use (DuckDB size syntax: 512MB, 2GB, ...)."""
+_UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM}
+_MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|KIB|MB|MIB|GB|GIB|TB|TIB)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,8 @@ def connect(
     as_of: str | int | None = None,
     include_retracted: bool = False,
     layer_views: Iterable[str] = (),
+    temp_directory: Path | None = None,
+    memory_limit: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Return a confined connection with the registry views.
 
@@ -103,14 +122,35 @@ def connect(
     which tasks each segment holds), so the cost follows the tasks' evidence. `as_of` reads
     the ledger as it stood at a commit sequence or date (see `ledger.entries_as_of`);
     `layer_views` names the stored-layer views to build (`reports`, `comparisons`, ...).
+    Every segment read is checked against its digest first. DuckDB spills to
+    `temp_directory` (a private area the caller removes); without one it does not spill.
+    `memory_limit` caps DuckDB's memory (its own default otherwise).
 
     Raises:
         AsOfError: `as_of` names no commit of this ledger.
+        IntegrityError: the ledger, a segment or a layer read is damaged or missing.
     """
     entries = entries_as_of(read_ledger(store), as_of)
     wanted = None if task_ids is None else set(task_ids)
     segments = _segment_table(store, entries, wanted)
     con = duckdb.connect(":memory:", config={"threads": 2})
+    try:
+        _build(con, store, entries, segments, include_retracted, layer_views)
+        _confine(con, store, temp_directory, memory_limit)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _build(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    entries: list[LedgerEntry],
+    segments: pa.Table,
+    include_retracted: bool,
+    layer_views: Iterable[str],
+) -> None:
     con.register("_segments", segments)
     files = segments.column("path").to_pylist()
     if files:
@@ -137,8 +177,6 @@ def connect(
             con.execute(
                 f"CREATE VIEW {name} AS SELECT * REPLACE (document::JSON AS document) FROM _{name}"
             )
-    _confine(con, store)
-    return con
 
 
 def open_database(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
@@ -165,21 +203,100 @@ def run_query(
     *,
     as_of: str | int | None = None,
     include_retracted: bool = False,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
 ) -> QueryResult:
-    """Run one read-only statement against the registry views.
+    """Run one read-only statement against the registry views, bounded in time and memory.
+
+    The query is stopped after `timeout` seconds (None: no limit) and may use at most
+    `memory_limit`; DuckDB spills to a private area under `<root>/tmp/`, removed afterwards
+    (on a registry that cannot be written, it does not spill).
 
     Raises:
         ReadOnlyQueryError: the text is not exactly one SELECT statement.
-        QueryError: DuckDB rejected the query.
+        QueryError: DuckDB rejected the query, or it exceeded the time or memory limit.
+        IntegrityError: the ledger, a segment or a layer read is damaged or missing.
     """
     check_read_only(sql)
-    con = connect(
-        store, as_of=as_of, include_retracted=include_retracted, layer_views=layer_views_in(sql)
-    )
+    limit = _memory_limit(memory_limit)
+    if timeout is not None and not timeout > 0:
+        raise QueryError(f"--timeout {timeout:g}: give a number of seconds above 0")
     try:
-        return fetch(con, sql, params)
+        with store.temp_area() as area:
+            return _bounded(store, sql, params, as_of, include_retracted, timeout, limit, area)
+    except StorageError as exc:
+        if exc.errno not in _UNWRITABLE:
+            raise
+    return _bounded(store, sql, params, as_of, include_retracted, timeout, limit, None)
+
+
+def _bounded(
+    store: Store,
+    sql: str,
+    params: Sequence[Any] | None,
+    as_of: str | int | None,
+    include_retracted: bool,
+    timeout: float | None,
+    memory_limit: str | None,
+    area: Path | None,
+) -> QueryResult:
+    con = connect(
+        store,
+        as_of=as_of,
+        include_retracted=include_retracted,
+        layer_views=layer_views_in(sql),
+        temp_directory=area,
+        memory_limit=memory_limit,
+    )
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        con.interrupt()
+
+    timer = None if timeout is None else threading.Timer(timeout, stop)
+    try:
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        return _fetch(con, sql, params, memory_limit)
+    except QueryError:
+        if stopped.is_set():
+            raise QueryError(
+                f"query stopped after {timeout:g} s (--timeout); narrow it or raise the limit"
+            ) from None
+        raise
     finally:
+        if timer is not None:
+            timer.cancel()
         con.close()
+
+
+def _memory_limit(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if _MEMORY_LIMIT.fullmatch(text.strip()) is None:
+        raise QueryError(f"--memory-limit {text!r}: expected a size such as 512MB, 2GB or 1.5GiB")
+    return text.strip()
+
+
+def _fetch(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[Any] | None,
+    memory_limit: str | None,
+) -> QueryResult:
+    try:
+        cursor = con.execute(sql, params or [])
+        columns = [d[0] for d in cursor.description or []]
+        return QueryResult(columns, cursor.fetchall())
+    except duckdb.OutOfMemoryException:
+        raise QueryError(
+            f"query stopped: it needs more memory than the limit of {memory_limit or 'DuckDB'} "
+            "(--memory-limit); narrow it or raise the limit"
+        ) from None
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from None
 
 
 def fetch(
@@ -220,10 +337,40 @@ def check_read_only(sql: str) -> None:
         )
 
 
-def _confine(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+def _confine(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    temp_directory: Path | None,
+    memory_limit: str | None,
+) -> None:
+    # The temporary directory is set before access is confined: DuckDB allows reading it
+    # implicitly, and its default is `<working directory>/.tmp`. An empty value: no spilling.
+    con.execute("SET temp_directory = ?", [str(temp_directory) if temp_directory else ""])
+    if memory_limit is not None:
+        con.execute("SET memory_limit = ?", [memory_limit])
     con.execute("SET allowed_directories = ?", [[str(store.attempts_dir) + "/"]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
+
+
+def _check_segment(store: Store, segment: SegmentEntry) -> None:
+    """Hash a segment about to be read and compare it with the digest its commit records.
+
+    Raises:
+        IntegrityError: the file is missing, unreadable or not the bytes its commit names.
+    """
+    try:
+        actual = digest_file(store.resolve(segment.path))
+    except FileNotFoundError:
+        raise IntegrityError(f"segment {segment.path} is missing; run 'registry verify'") from None
+    except OSError as exc:
+        raise IntegrityError(
+            f"segment {segment.path} cannot be read ({exc.strerror or exc}); run 'registry verify'"
+        ) from None
+    if actual != segment.digest:
+        raise IntegrityError(
+            f"segment {segment.path} is damaged (digest mismatch); run 'registry verify'"
+        )
 
 
 def _segment_table(store: Store, entries: list[LedgerEntry], wanted: set[str] | None) -> pa.Table:
@@ -234,6 +381,7 @@ def _segment_table(store: Store, entries: list[LedgerEntry], wanted: set[str] | 
         for segment in commit.segments:
             if wanted is not None and wanted.isdisjoint(segment.task_ids):
                 continue
+            _check_segment(store, segment)
             rows.append(
                 {
                     "path": str(store.resolve(segment.path)),

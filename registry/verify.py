@@ -1,8 +1,11 @@
 """`registry verify`: re-hash every object, re-derive every attempt id, walk the ledger chain.
 
-Problems (exit 1): a commit that does not parse, a gap or a broken link in the chain, a
-missing or altered segment or layer, a row whose content no longer yields its attempt id, a
-retraction naming an attempt that no earlier commit added (or not in the commit it names).
+Problems (exit 1): a commit that does not parse, a gap or a broken link in the chain, a path
+a commit names that is not the well-formed path of its object inside the root, a segment
+named by two commits, a missing or altered segment or layer, a segment whose rows are not
+the count and task ids its commit records, a row whose content no longer yields its attempt
+id, a retraction naming an attempt that no earlier commit added (or not in the commit it
+names), and, given an expected head, a ledger that no longer extends it.
 Retracted attempts are still checked like every other: a retraction withdraws, never deletes.
 Unreferenced files are listed separately: an interrupted or in-flight writer leaves fully
 written objects that no commit names yet; queries never read them, so they are not damage.
@@ -45,22 +48,43 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(store: Store) -> VerifyReport:
-    """Check every commit, segment, layer and row of the registry."""
+def verify(store: Store, expect_head: tuple[int, str] | None = None) -> VerifyReport:
+    """Check every commit, segment, layer and row of the registry.
+
+    With `expect_head` (a sequence number and commit digest, as `registry head` printed it
+    earlier), also check that the ledger still extends that head: commit SEQ exists and
+    still has that digest. Nothing inside the registry can show a rolled-back or rewritten
+    tail; an anchor kept outside it can.
+    """
     report = VerifyReport()
     referenced = {MARKER}
     entries = _walk_chain(store, report)
+    if expect_head is not None:
+        _check_head(entries, expect_head, report)
     retractions = _Retractions(entries)
+    claimed: dict[str, int] = {}
     for entry in entries:
         referenced.add(ledger.commit_name(entry.seq))
         retractions.check(entry, report)
         for segment in entry.commit.segments:
             referenced.add(segment.path)
+            first = claimed.setdefault(segment.path, entry.seq)
+            if first != entry.seq:
+                report.problems.append(
+                    f"{ledger.commit_name(entry.seq)}: names segment {segment.path}, "
+                    f"already named by commit {first}"
+                )
+            if ledger.SEGMENT_PATH.fullmatch(segment.path) is None:
+                report.segments += 1
+                retractions.add(entry.seq, None)
+                continue  # never read a path that may lie outside the root
             retractions.add(entry.seq, _check_segment(store, segment, report))
-        if entry.commit.layer is not None:
-            referenced.add(entry.commit.layer.path)
-            _check_object(store, entry.commit.layer.path, entry.commit.layer.digest, report)
+        layer = entry.commit.layer
+        if layer is not None:
+            referenced.add(layer.path)
             report.layers += 1
+            if ledger.LAYER_PATH.fullmatch(layer.path) is not None:
+                _check_object(store, layer.path, layer.digest, report)
     report.unreferenced = _unreferenced(store, referenced)
     report.retracted = len(retracted_ids(entries))
     return report
@@ -154,11 +178,30 @@ def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
                 f"{relative}: chain broken, prev does not match the digest of commit "
                 f"{entry.seq - 1} (an earlier commit was edited or replaced)"
             )
+        if expected_seq == 1 and entry.commit.prev is not None:
+            report.problems.append(f"{relative}: chain broken, the first commit has a prev")
         _check_counts(relative, entry.commit, report)
+        for problem in ledger.path_problems(entry.commit):
+            report.problems.append(f"{relative}: {problem}")
         entries.append(entry)
         prev_digest = entry.digest
         report.commits += 1
     return entries
+
+
+def _check_head(
+    entries: list[ledger.LedgerEntry], expected: tuple[int, str], report: VerifyReport
+) -> None:
+    seq, digest = expected
+    found = {entry.seq: entry.digest for entry in entries}.get(seq)
+    if found == digest:
+        return
+    relative = ledger.commit_name(seq)
+    what = "is missing" if found is None else f"has digest {found}"
+    report.problems.append(
+        f"{relative}: expected head {seq}:{digest}, but commit {seq} {what}; the ledger no "
+        "longer extends that head (rolled back or rewritten)"
+    )
 
 
 def _check_counts(relative: str, commit: Commit, report: VerifyReport) -> None:
@@ -202,6 +245,12 @@ def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) ->
     attempt_ids = []
     if len(table) != segment.rows:
         report.problems.append(f"{segment.path}: {len(table)} rows, ledger says {segment.rows}")
+    task_ids = sorted(set(table.column("task_id").to_pylist()))
+    if task_ids != segment.task_ids:
+        report.problems.append(
+            f"{segment.path}: rows hold tasks {_listed(task_ids)}, "
+            f"ledger says {_listed(segment.task_ids)}"
+        )
     for row, (attempt_id, cohort_key, record) in enumerate(table_to_records(table), start=1):
         report.attempts += 1
         attempt_ids.append(attempt_id)
@@ -212,6 +261,11 @@ def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) ->
                 f"{segment.path}: row {row} content does not yield its attempt id {attempt_id}"
             )
     return attempt_ids
+
+
+def _listed(task_ids: list[str]) -> str:
+    shown = ", ".join(repr(t) for t in task_ids[:3])
+    return f"[{shown}{', ...' if task_ids[3:] else ''}]"
 
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
