@@ -118,7 +118,14 @@ def _installed_version() -> str:
     """Return the version of the installed distribution that provides this command."""
     from importlib import metadata
 
-    names = metadata.packages_distributions().get(__package__ or "registry_cli", [])
+    package = __package__ or "registry_cli"
+    try:  # the usual case, answered without scanning every installed distribution
+        dist = metadata.distribution("registry")
+        if package in (dist.read_text("top_level.txt") or "").split():
+            return dist.version
+    except metadata.PackageNotFoundError:
+        pass
+    names = metadata.packages_distributions().get(package, [])
     for name in [*names, "registry"]:
         try:
             return metadata.version(name)
