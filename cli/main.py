@@ -15,6 +15,7 @@ import registry
 
 from . import regressions, reports, retract, suite
 from .export import export
+from .head import head
 from .options import (
     DEFAULT_ROOT,
     AsOfOption,
@@ -257,6 +258,14 @@ def sql(
     ] = TableFormat.table,
     as_of: AsOfOption = None,
     include_retracted: IncludeRetractedOption = False,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", metavar="SECONDS", help="Stop the query after this long."),
+    ] = 60.0,
+    memory_limit: Annotated[
+        str,
+        typer.Option("--memory-limit", metavar="SIZE", help="Memory the query may use."),
+    ] = "2GB",
 ) -> None:
     """Run a read-only SQL query over the registry views (see the README for every column).
 
@@ -264,7 +273,12 @@ def sql(
     layers reports, comparisons, summaries, noise_floors.
     """
     result = registry.run_query(
-        registry.open_store(root), query, as_of=as_of, include_retracted=include_retracted
+        registry.open_store(root),
+        query,
+        as_of=as_of,
+        include_retracted=include_retracted,
+        timeout=timeout,
+        memory_limit=memory_limit,
     )
     if output is TableFormat.json:  # each row object keeps the SELECT's column order
         typer.echo(to_json(rows_as_dicts(result.columns, result.rows), sort_keys=False))
@@ -281,9 +295,17 @@ def verify(
     output: Annotated[
         SummaryFormat, typer.Option("--format", help="Output format.")
     ] = SummaryFormat.table,
+    expect_head: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-head",
+            metavar="SEQ:DIGEST",
+            help="Also fail unless the ledger still extends this head (from 'registry head').",
+        ),
+    ] = None,
 ) -> None:
     """Re-hash every object, re-derive every attempt id and walk the ledger chain."""
-    report = registry.verify(registry.open_store(root))
+    report = registry.verify(registry.open_store(root), expect_head=expect_head)
     if output is SummaryFormat.json:
         typer.echo(
             to_json(
@@ -320,6 +342,7 @@ app.command()(suite.noise)
 app.command()(retract.retract)
 app.command()(regressions.regressions)
 app.command()(export)
+app.command()(head)
 
 
 def main() -> None:

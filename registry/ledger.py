@@ -154,6 +154,12 @@ def head(store: Store) -> tuple[int, str | None]:
     return (entries[-1].seq, entries[-1].digest) if entries else (0, None)
 
 
+class HeadFormatError(RegistryError, ValueError):
+    """An expected ledger head is not written as `SEQ:DIGEST` (a usage error)."""
+
+    exit_code = 2
+
+
 def parse_head(text: str) -> tuple[int, str]:
     """Parse `SEQ:DIGEST` as `registry head` prints it (`DIGEST` with or without `blake3:`).
 
@@ -168,10 +174,6 @@ def parse_head(text: str) -> tuple[int, str]:
             "e.g. 12:blake3:<64 hex>"
         )
     return int(seq), digest
-
-
-class HeadFormatError(RegistryError, ValueError):
-    """An expected ledger head is not written as `SEQ:DIGEST`."""
 
 
 class AsOfError(RegistryError, ValueError):

@@ -48,19 +48,23 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(store: Store, expect_head: tuple[int, str] | None = None) -> VerifyReport:
+def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> VerifyReport:
     """Check every commit, segment, layer and row of the registry.
 
-    With `expect_head` (a sequence number and commit digest, as `registry head` printed it
-    earlier), also check that the ledger still extends that head: commit SEQ exists and
-    still has that digest. Nothing inside the registry can show a rolled-back or rewritten
-    tail; an anchor kept outside it can.
+    With `expect_head` (`SEQ:DIGEST` as `registry head` printed it earlier, or the pair),
+    also check that the ledger still extends that head: commit SEQ exists and still has
+    that digest. Nothing inside the registry can show a rolled-back or rewritten tail; an
+    anchor kept outside it can.
+
+    Raises:
+        HeadFormatError: `expect_head` is not written as `SEQ:DIGEST`.
     """
+    expected = ledger.parse_head(expect_head) if isinstance(expect_head, str) else expect_head
     report = VerifyReport()
     referenced = {MARKER}
     entries = _walk_chain(store, report)
-    if expect_head is not None:
-        _check_head(entries, expect_head, report)
+    if expected is not None:
+        _check_head(entries, expected, report)
     retractions = _Retractions(entries)
     claimed: dict[str, int] = {}
     for entry in entries:
