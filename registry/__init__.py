@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         RegistryRootError,
     )
     from registry.evidence import SAMPLE_KEYS, sample_key, system_label, unit_key
+    from registry.export import ExportError, ExportResult, export_duckdb, export_parquet
     from registry.importers import parse_overrides
     from registry.ingest import IngestResult, ingest
     from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
@@ -119,6 +120,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "system_label",
         "unit_key",
     ),
+    "registry.export": ("ExportError", "ExportResult", "export_duckdb", "export_parquet"),
     "registry.importers": ("parse_overrides",),
     "registry.ingest": (
         "IngestResult",
@@ -247,6 +249,10 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "ExportError",
+    "ExportResult",
+    "export_duckdb",
+    "export_parquet",
     "find_regressions",
     "render_regressions_markdown",
     "render_regressions_table",
