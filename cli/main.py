@@ -31,6 +31,8 @@ from .output import print_table, printable, rows_as_dicts, to_csv, to_json
 
 PROGRESS_MIN_BYTES = 16 << 20
 PROG = "registry"
+DISTRIBUTION = "agent-evidence-registry"
+"""The name on the package index (`registry` there is an unrelated project)."""
 USAGE_EXIT = 2
 
 
@@ -121,13 +123,13 @@ def _installed_version() -> str:
 
     package = __package__ or "registry_cli"
     try:  # the usual case, answered without scanning every installed distribution
-        dist = metadata.distribution("registry")
+        dist = metadata.distribution(DISTRIBUTION)
         if package in (dist.read_text("top_level.txt") or "").split():
             return dist.version
     except metadata.PackageNotFoundError:
         pass
     names = metadata.packages_distributions().get(package, [])
-    for name in [*names, "registry"]:
+    for name in [*names, DISTRIBUTION]:
         try:
             return metadata.version(name)
         except metadata.PackageNotFoundError:

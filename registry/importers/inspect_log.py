@@ -182,7 +182,7 @@ def _inspect_api(path: Path) -> Any:
     except ImportError:
         raise InputFormatError(
             f"{path}: reading inspect_ai logs needs the inspect-ai package: "
-            "pip install 'registry[inspect]'"
+            "pip install 'agent-evidence-registry[inspect]'"
         ) from None
     return api
 

@@ -391,7 +391,8 @@ def test_missing_inspect_ai_is_a_one_line_error(invoke, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
     path = _log_files(ARITH)[0]
     message = (
-        "reading inspect_ai logs needs the inspect-ai package: pip install 'registry[inspect]'"
+        "reading inspect_ai logs needs the inspect-ai package: "
+        "pip install 'agent-evidence-registry[inspect]'"
     )
     with pytest.raises(InputFormatError, match=r"needs the inspect-ai package"):
         _read(path)
