@@ -17,11 +17,15 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from registry import stats
+from registry.canonical import canonical_json
+from registry.digest import digest_json, short
 from registry.evidence import (
     ENVELOPE_KEYS,
+    TASK_INPUTS,
     is_resolved,
     is_valid,
     observed_identity,
@@ -29,7 +33,9 @@ from registry.evidence import (
     system_key,
     system_label,
 )
-from registry.layers import LayerVersion, store_layer
+from registry.layers import LayerVersion, layer_document, store_layer
+from registry.ledger import entries_as_of, read_ledger
+from registry.plans import FrozenPlan, PlanError, outside_reasons
 from registry.report import rate_of
 from registry.selection import (
     Scope,
@@ -66,6 +72,7 @@ VARIABLE_INPUTS = (
     "agent_system_digest",
     "environment_digest",
 )
+TIMEOUT_POLICIES = ("model_failure", "excused")
 Rows = list[dict[str, Any]]
 
 
@@ -80,12 +87,28 @@ def compare(
     *,
     as_of: str | int | None = None,
     include_retracted: bool = False,
+    plan: FrozenPlan | None = None,
+    exploratory: bool = False,
+    timeouts: str | None = None,
 ) -> Comparison:
     """Compare a baseline with each candidate, Holm-adjusting p-values across candidates.
+
+    Under a frozen `plan` the comparison reads only the attempts claiming it, on the plan's
+    reporting split, minus those outside it (held-fixed inputs, budget), applies its timeout
+    policy and decision rule, and records the plan. A call whose arms, tasks (beyond the
+    reporting split), experiment, varied input or timeout policy differ from the plan is
+    refused unless `exploratory` (then the layer lists the overrides); a task scope narrower
+    than the reporting split is marked post-hoc. `timeouts` (`model_failure` or `excused`)
+    overrides the plan's policy; `excused` drops timeouts from both arms.
+
+    Every comparison carries per candidate its look number (`look_number`): a second or later
+    look at the same pair is flagged unless the plan's stop rule allowed that many.
 
     Raises:
         SelectorError: an arm selects nothing or more than one observed system, arms overlap,
             or `vary` is not an input.
+        PlanError: the call overrides the plan without `exploratory`, or the plan's metric or
+            alpha is not the one the verdict table decides on.
     """
     if vary not in VARIABLE_INPUTS:
         raise SelectorError(
@@ -95,9 +118,13 @@ def compare(
     if not candidates:
         raise SelectorError("give at least one --candidate selector")
     scope = scope or Scope()
+    applied = _apply_plan(plan, baseline, candidates, scope, vary, timeouts, exploratory)
+    scope = applied.scope
     rows = load_evidence(store, scope, as_of=as_of, include_retracted=include_retracted)
+    rows, plan_warnings = _plan_rows(plan, rows, applied.timeouts)
     base_rows = _select(rows, baseline, "baseline")
     partial = []
+    arm_rows = []
     used = {r["attempt_id"]: r for r in base_rows}
     for candidate in candidates:
         cand_rows = _select(rows, candidate, "candidate")
@@ -108,25 +135,263 @@ def compare(
                 f"{len(overlap)} attempts; make the arms disjoint"
             )
         used.update({r["attempt_id"]: r for r in cand_rows})
-        partial.append(
-            _compare_pair(baseline, base_rows, candidate, cand_rows, vary, seed, resamples)
+        arm_rows.append(cand_rows)
+        pair = _compare_pair(baseline, base_rows, candidate, cand_rows, vary, seed, resamples)
+        pair["warnings"] = plan_warnings + pair["warnings"]
+        partial.append(pair)
+    comparisons = [
+        c.model_copy(
+            update={
+                "baseline_inputs": _arm_inputs(base_rows),
+                "candidate_inputs": _arm_inputs(cand_rows),
+            }
         )
-    comparisons = _with_holm(partial)
+        for c, cand_rows in zip(_with_holm(partial), arm_rows, strict=True)
+    ]
     covered = sorted(used)
-    return Comparison(
+    result = Comparison(
         baseline=baseline.text,
         scope=scope.describe(),
         vary=vary,
         snapshot=ComparisonSnapshot(**snapshot_of([used[a] for a in covered])),
         generator=GENERATOR,
         comparisons=comparisons,
+        plan_id=None if plan is None else plan.plan_id,
+        exploratory=bool(applied.overrides),
+        overrides=applied.overrides,
+        post_hoc=applied.post_hoc,
+        planned_tasks=None if plan is None else len(plan.plan.reporting_tasks()),
     )
+    return with_look_numbers(store, result, plan, as_of=as_of)
 
 
 def record_comparison(store: Store, comparison: Comparison) -> tuple[LayerVersion, bool]:
-    """Store a comparison as a derived layer; return it and whether it is new."""
+    """Store a comparison as a derived layer; return it and whether it is new.
+
+    Recording the same document again (the same comparison of the same evidence, with the
+    same look numbers) adds nothing; a comparison that differs in anything is another look.
+    """
     document = comparison.model_dump(mode="json", by_alias=True)
     return store_layer(store, COMPARISON_LAYER, comparison.baseline, document)
+
+
+@dataclass(frozen=True)
+class _Applied:
+    scope: Scope
+    timeouts: str
+    overrides: list[str]
+    post_hoc: bool
+
+
+def _apply_plan(
+    plan: FrozenPlan | None,
+    baseline: Selector,
+    candidates: Sequence[Selector],
+    scope: Scope,
+    vary: str,
+    timeouts: str | None,
+    exploratory: bool,
+) -> _Applied:
+    """Return the scope, timeout policy, overrides and post-hoc flag of a (planned) call."""
+    if timeouts is not None and timeouts not in TIMEOUT_POLICIES:
+        raise SelectorError(f"--timeouts {timeouts!r}: choose one of {', '.join(TIMEOUT_POLICIES)}")
+    if plan is None:
+        if exploratory:
+            raise PlanError("--exploratory needs --plan: without a plan nothing is overridden")
+        return _Applied(scope, timeouts or "model_failure", [], False)
+    spec = plan.plan
+    name = short(plan.plan_id)
+    if spec.primary_metric.name != "resolved_rate":
+        raise PlanError(
+            f"plan {name}: primary metric {spec.primary_metric.name} (k = "
+            f"{spec.primary_metric.k}); registry compare decides on the per-task resolved rate"
+        )
+    if spec.alpha != ALPHA:
+        raise PlanError(
+            f"plan {name}: alpha {spec.alpha:g}; the verdict table of registry compare decides "
+            f"at alpha = {ALPHA:g} (Holm-adjusted sign test), so this plan cannot be applied"
+        )
+    if scope.plan is not None and scope.plan != plan.plan_id:
+        raise PlanError(f"plan {name}: the scope names another plan ({scope.plan})")
+    overrides = []
+    if baseline.text != spec.arms.baseline or [c.text for c in candidates] != list(
+        spec.arms.candidates
+    ):
+        overrides.append("arms")
+    reporting = spec.reporting_tasks()
+    tasks = tuple(scope.tasks) or tuple(reporting)
+    beyond = sorted(set(tasks) - set(reporting))
+    if beyond:
+        overrides.append(f"tasks ({len(beyond)} outside the reporting split, e.g. {beyond[0]})")
+    post_hoc = not beyond and set(tasks) < set(reporting)
+    if scope.experiment is not None:
+        overrides.append("experiment")
+    if vary in spec.held_fixed:
+        overrides.append(f"held-fixed input {vary} varied")
+    policy = spec.timeout_policy.timeouts
+    if timeouts is not None and timeouts != policy:
+        overrides.append(f"timeout policy ({timeouts})")
+    if overrides and not exploratory:
+        raise PlanError(
+            f"compare --plan {name}: the call overrides the plan's {'; '.join(overrides)}; "
+            "drop the override, or pass --exploratory to record an exploratory comparison"
+        )
+    applied = Scope(tasks=tasks, plan=plan.plan_id, experiment=scope.experiment)
+    return _Applied(applied, timeouts or policy, overrides, post_hoc)
+
+
+def _plan_rows(plan: FrozenPlan | None, rows: Rows, timeouts: str) -> tuple[Rows, list[str]]:
+    """Drop attempts outside the plan and excused timeouts; say how many."""
+    warnings = []
+    if plan is not None:
+        kept = [r for r in rows if not outside_reasons(plan.plan, r)]
+        if len(kept) != len(rows):
+            warnings.append(
+                f"{len(rows) - len(kept)} attempts claim the plan but fall outside it (held-fixed "
+                "inputs, budget) and are not counted; see registry plan status"
+            )
+        rows = kept
+    if timeouts == "excused":
+        kept = [r for r in rows if r["terminal_class"] != "timeout"]
+        if len(kept) != len(rows):
+            warnings.append(
+                f"{len(rows) - len(kept)} timeouts excused by the timeout policy and not counted"
+            )
+        rows = kept
+    return rows, warnings
+
+
+def _arm_inputs(rows: Rows) -> dict[str, list[Any]]:
+    """Return an arm's suite-configuration cohort inputs: input -> its distinct values."""
+    values: dict[str, dict[bytes, Any]] = defaultdict(dict)
+    for row in rows:
+        for key, value in row["inputs"].items():
+            if key not in TASK_INPUTS:
+                values[key][canonical_json(value)] = value
+    return {key: [seen[v] for v in sorted(seen)] for key, seen in sorted(values.items())}
+
+
+def look_key(baseline: str, candidate: str, plan_id: str | None) -> tuple[str, str, str | None]:
+    """Return what makes two comparisons looks at the same question."""
+    return (baseline, candidate, plan_id)
+
+
+def with_look_numbers(
+    store: Store,
+    comparison: Comparison,
+    plan: FrozenPlan | None = None,
+    *,
+    as_of: str | int | None = None,
+) -> Comparison:
+    """Number each candidate's look and flag the looks the plan did not allow.
+
+    A look number is how many comparisons of this candidate against this baseline (under
+    this plan, or without one) the ledger holds, plus this one.
+    A stored comparison that is this one byte for byte but for its look numbers is the same
+    look (re-running a comparison on unchanged evidence records nothing new). A look beyond
+    the first is flagged `repeated_look` unless the plan's stop rule allows it; a post-hoc
+    scope and an exploratory call are flagged too, and under a plan each candidate gets the
+    decision of the plan's rule.
+    """
+    entries = entries_as_of(read_ledger(store), as_of)
+    prior: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for entry in entries:
+        layer = entry.commit.layer
+        if layer is None or layer.kind != COMPARISON_LAYER or layer.digest in seen:
+            continue
+        seen.add(layer.digest)
+        version = LayerVersion(
+            layer.kind, layer.subject, layer.digest, layer.path, entry.seq, entry.commit.created_at
+        )
+        document = layer_document(store, version)
+        if document.get("baseline") == comparison.baseline and (
+            document.get("plan_id") == comparison.plan_id
+        ):
+            prior.append((layer.digest, document))
+    for digest, document in prior:
+        looks = {c["candidate"]["selector"]: c.get("look") for c in document["comparisons"]}
+        if all(isinstance(looks.get(c.candidate.selector), int) for c in comparison.comparisons):
+            again = _looked(comparison, looks, plan)
+            if digest_json(again.model_dump(mode="json", by_alias=True)) == digest:
+                return again
+    counts = Counter(
+        c["candidate"]["selector"] for _, document in prior for c in document["comparisons"]
+    )
+    looks = {c.candidate.selector: counts[c.candidate.selector] + 1 for c in comparison.comparisons}
+    return _looked(comparison, looks, plan)
+
+
+def _looked(comparison: Comparison, looks: dict[str, Any], plan: FrozenPlan | None) -> Comparison:
+    allowed = None if plan is None else plan.plan.stop_rule.max_looks
+    out = []
+    for item in comparison.comparisons:
+        look = int(looks[item.candidate.selector])
+        flags, notes = list(item.verdict.flags), list(item.verdict.notes)
+        unproven = []
+        if look > 1 and (allowed is None or look > allowed):
+            flags.append("repeated_look")
+            allowance = "a plan" if allowed is None else f"the plan ({allowed} allowed)"
+            notes.append(
+                f"look {look}: treat as unproven unless the plan allowed {look} looks "
+                f"(this pair has been compared {look - 1} time(s) before, without {allowance} "
+                "allowing it)"
+            )
+            unproven.append(f"look {look}")
+        if comparison.post_hoc:
+            flags.append("post_hoc")
+            notes.append(
+                f"post-hoc scope: {len(comparison.scope['tasks'])} of the plan's "
+                f"{comparison.planned_tasks} reporting tasks; treat as unproven"
+            )
+            unproven.append("post-hoc scope")
+        if comparison.exploratory:
+            flags.append("exploratory")
+            notes.append(
+                f"exploratory: overrides the plan's {'; '.join(comparison.overrides)}; "
+                "not the plan's answer"
+            )
+            unproven.append("exploratory")
+        verdict = item.verdict.model_copy(update={"flags": flags, "notes": notes})
+        decision, why = (None, None) if plan is None else _decide(plan, item, unproven)
+        out.append(
+            item.model_copy(
+                update={
+                    "verdict": verdict,
+                    "look": look,
+                    "looks_allowed": allowed,
+                    "decision": decision,
+                    "decision_text": why,
+                }
+            )
+        )
+    return comparison.model_copy(update={"comparisons": out})
+
+
+def _decide(plan: FrozenPlan, item: CandidateComparison, unproven: list[str]) -> tuple[str, str]:
+    """Apply the plan's decision rule and threshold to a candidate's verdict."""
+    rule, bar = plan.plan.decision_rule, plan.plan.threshold
+    code = item.verdict.code
+    if unproven:
+        return "unproven", f"unproven: {', '.join(unproven)} (verdict {code})"
+    if code in rule.reject_if:
+        return "reject", f"reject: verdict {code} is one the plan rejects on"
+    if code not in rule.adopt_if:
+        return "unproven", f"unproven: verdict {code} neither adopts nor rejects under the plan"
+    rates = [t.rate_candidate for t in item.tasks]
+    rate = sum(rates) / len(rates) if rates else None
+    if rate is None or rate < bar.value:
+        shown = "undefined" if rate is None else f"{rate:.3f}"
+        return (
+            "unproven",
+            f"unproven: verdict {code}, but the candidate's task-mean resolved rate {shown} is "
+            f"below the {bar.category} threshold {bar.value:g}",
+        )
+    return (
+        "adopt",
+        f"adopt: verdict {code}, candidate task-mean resolved rate {rate:.3f} clears the "
+        f"{bar.category} threshold {bar.value:g}",
+    )
 
 
 def _select(rows: Rows, selector: Selector, role: str) -> Rows:

@@ -20,6 +20,7 @@ from registry_schemas import (
     Commit,
     Comparison,
     NoiseFloor,
+    Plan,
     RegressionReport,
     Summary,
     TaskReport,
@@ -127,6 +128,7 @@ def contract_files() -> dict[str, bytes]:
         "summary.schema.json": Summary.model_json_schema(by_alias=True),
         "noise.schema.json": NoiseFloor.model_json_schema(by_alias=True),
         "regressions.schema.json": RegressionReport.model_json_schema(by_alias=True),
+        "plan.schema.json": Plan.model_json_schema(by_alias=True),
         "digest-vectors.json": {"schema": "registry.digest-vectors/1", "vectors": digest_vectors()},
     }
     options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS

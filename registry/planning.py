@@ -1,8 +1,9 @@
 """Planning figures from shared/STATISTICS.md §4: sample sizes, power and binomial facts.
 
-These are documentation numbers for planning evaluations (how many attempts or discordant
-pairs are needed), not report fields. Miller's repeated-measures variance (stated in §2)
-lives here too, because it is only used to plan how many repeats to run. Pure functions:
+These are planning numbers (how many attempts or discordant pairs are needed, what a design
+of T tasks × K attempts can detect), not report fields; `registry plan size` prints them.
+Miller's repeated-measures variance (stated in §2) lives here too, because it is only used
+to plan how many repeats to run. Pure functions:
 no I/O, no printing. Invalid arguments are programming errors and raise ``ValueError``.
 """
 
@@ -114,6 +115,86 @@ def sample_size_mcnemar_discordant(
     reached = [sign_test_power(n, psi, alpha) >= power for n in range(1, limit + 1)]
     first, stable = _first_and_stable(reached)
     return McNemarSampleSize(crude, math.ceil(crude), connor, math.ceil(connor), first, stable)
+
+
+@dataclass(frozen=True)
+class BinomialFacts:
+    """What K runs of an agent with per-attempt success rate p look like (§4)."""
+
+    rate: float
+    runs: int
+    minority: float
+    """P(fewer than half the runs succeed): how often the agent reads as a minority."""
+    all_pass: float
+    """P(every run succeeds) = p^K."""
+    any_failure: float
+    """P(at least one run fails) = 1 − p^K."""
+    none_pass: float
+    """P(no run succeeds) = (1 − p)^K."""
+
+
+def binomial_facts(rate: float, runs: int) -> BinomialFacts:
+    """Return the binomial facts of `runs` attempts at success rate `rate`."""
+    if not 0.0 <= rate <= 1.0 or runs < 1:
+        raise ValueError(f"need 0 <= rate <= 1 and runs >= 1, got {rate}, {runs}")
+    return BinomialFacts(
+        rate=rate,
+        runs=runs,
+        minority=binomial_cdf((runs - 1) // 2, runs, rate),
+        all_pass=rate**runs,
+        any_failure=probability_any_failure(rate, runs),
+        none_pass=(1.0 - rate) ** runs,
+    )
+
+
+@dataclass(frozen=True)
+class MddCell:
+    """The MDD of a design with T tasks and K attempts per task per arm."""
+
+    tasks: int
+    attempts: int
+    attempts_per_arm: int
+    """T × K: what the design costs per arm."""
+    mdd: float | None
+
+
+def mdd_what_if(
+    probabilities: Sequence[float],
+    tasks: Sequence[int],
+    attempts: Sequence[int],
+    task_sd: float = 0.0,
+) -> list[MddCell]:
+    """Return the MDD for every T × K, from measured per-task rates.
+
+    With `task_sd` = 0 the per-task differences of two arms vary only by chance, as in
+    `registry noise`: MDD = 2.8 · sqrt(mean 2p(1−p) / K / T), which for T = the measured task
+    count is exactly `mdd_for_attempts`. A `task_sd` > 0 adds the spread of true per-task
+    effects (Miller's Var(x) term), which only more tasks reduce: then, for the same cost,
+    more tasks with fewer attempts detect smaller differences.
+    """
+    from registry.noise import mdd_for_attempts
+    from registry.stats import MDD_MULTIPLIER
+
+    if task_sd < 0:
+        raise ValueError(f"task_sd must be >= 0, got {task_sd}")
+    n = len(probabilities)
+    cells = []
+    for t in tasks:
+        for k in attempts:
+            if t < 1 or k < 1:
+                raise ValueError(f"need tasks >= 1 and attempts >= 1, got {t}, {k}")
+            mdd: float | None
+            if n == 0:
+                mdd = None
+            elif task_sd == 0:
+                base = mdd_for_attempts(probabilities, k)
+                mdd = None if base is None else base * math.sqrt(n / t)
+            else:
+                within = math.fsum(2 * p * (1 - p) for p in probabilities) / n
+                variance = repeated_mean_variance(task_sd**2, within, k, t)
+                mdd = MDD_MULTIPLIER * math.sqrt(variance)
+            cells.append(MddCell(t, k, t * k, mdd))
+    return cells
 
 
 # --- private helpers ----------------------------------------------------------------------

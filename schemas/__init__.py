@@ -24,6 +24,19 @@ from .comparison import (
     Verdict,
 )
 from .ledger import COMMIT_SCHEMA, Commit, LayerEntry, RetractionEntry, SegmentEntry, SourceEntry
+from .plan import (
+    PLAN_SCHEMA,
+    VERDICT_TABLE,
+    Budget,
+    DecisionRule,
+    Plan,
+    PlanArms,
+    PlanEntry,
+    PrimaryMetric,
+    StopRule,
+    Threshold,
+    TimeoutPolicy,
+)
 from .regressions import (
     REGRESSIONS_SCHEMA,
     Change,
@@ -51,6 +64,17 @@ from .report import (
 from .suite import NOISE_SCHEMA, SUMMARY_SCHEMA, NoiseFloor, PassK, Summary, SystemSummary
 
 __all__ = [
+    "PLAN_SCHEMA",
+    "VERDICT_TABLE",
+    "Budget",
+    "DecisionRule",
+    "Plan",
+    "PlanArms",
+    "PlanEntry",
+    "PrimaryMetric",
+    "StopRule",
+    "Threshold",
+    "TimeoutPolicy",
     "REGRESSIONS_SCHEMA",
     "Change",
     "NotExamined",

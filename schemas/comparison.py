@@ -138,6 +138,19 @@ class CandidateComparison(BaseModel):
     """Fisher exact test of invalid vs valid counts between the arms."""
     warnings: list[str]
     verdict: Verdict
+    look: int | None = None
+    """How many comparisons of this candidate against this baseline (under this plan, or
+    without one) the registry held, this one included; a look after the first is flagged."""
+    looks_allowed: int | None = None
+    """Looks the plan's stop rule allows; null without a plan."""
+    baseline_inputs: dict[str, list[Any]] = Field(default_factory=dict)
+    """The baseline arm's suite-configuration cohort inputs: input -> its distinct values."""
+    candidate_inputs: dict[str, list[Any]] = Field(default_factory=dict)
+    """The candidate arm's suite-configuration cohort inputs: input -> its distinct values."""
+    decision: str | None = None
+    """Under a plan: `adopt`, `reject` or `unproven`, by the plan's decision rule and threshold."""
+    decision_text: str | None = None
+    """Why the plan's decision rule gives that decision."""
 
 
 class ComparisonSnapshot(BaseModel):
@@ -165,3 +178,13 @@ class Comparison(BaseModel):
     snapshot: ComparisonSnapshot
     generator: Generator
     comparisons: list[CandidateComparison]
+    plan_id: str | None = None
+    """The frozen plan applied (its digest), or null."""
+    exploratory: bool = False
+    """Whether the call overrode the plan (`--exploratory`): never the plan's answer."""
+    overrides: list[str] = Field(default_factory=list)
+    """What an exploratory call changed from the plan (arms, tasks, timeout policy, …)."""
+    post_hoc: bool = False
+    """Whether the task scope is narrower than the plan's reporting split."""
+    planned_tasks: int | None = None
+    """Tasks of the plan's reporting split; null without a plan."""

@@ -7,6 +7,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attempt import DIGEST_PATTERN
+from .plan import PlanEntry
 
 COMMIT_SCHEMA: Final = "registry.commit/1"
 
@@ -83,8 +84,9 @@ class Commit(BaseModel):
     """Sequence number, starting at 1 with no gaps."""
     prev: Digest | None
     """Digest of the previous commit's bytes; null for the first commit."""
-    kind: Literal["ingest", "layer", "retraction"]
-    """`ingest` adds attempts; `layer` records a derived layer; `retraction` withdraws attempts."""
+    kind: Literal["ingest", "layer", "retraction", "plan"]
+    """`ingest` adds attempts; `layer` records a derived layer; `retraction` withdraws attempts;
+    `plan` records a frozen evaluation plan."""
     created_at: str
     """UTC time the commit was written (RFC 3339)."""
     sources: list[SourceEntry] = Field(default_factory=list)
@@ -101,3 +103,5 @@ class Commit(BaseModel):
     """The derived layer a `layer` commit records."""
     retraction: RetractionEntry | None = None
     """The attempts a `retraction` commit withdraws, and why."""
+    plan: PlanEntry | None = None
+    """The frozen plan a `plan` commit records."""

@@ -1,0 +1,478 @@
+"""Frozen evaluation plans: decide the matrix, the bar and the rule before the first result.
+
+A plan (`registry_schemas.Plan`) is read from JSON or YAML, validated, and frozen: its
+document is the canonical JSON (RFC 8785) of the validated plan with `tasks_digest` filled
+in, its digest (`plan_id`) is blake3 of those bytes, and it is written once under
+`plans/<hex>.json` and recorded by a `plan` commit. Freezing the same plan again finds the
+same object and the same commit. A frozen plan is never edited: an edit is a new plan whose
+`replaces` names the digest of the plan it replaces (a plan whose `name` is already frozen
+must name its predecessor).
+
+`plan_status` counts, per task × arm cell, the planned and the valid attempts among those that
+claim the plan (`plan_id`); an attempt claiming the plan falls outside it when its task is
+not in the plan, its system is not an arm, a held-fixed cohort input differs, or it ran
+above the plan's budget (runtime, cost or tokens per attempt). Attempts outside the plan
+fill no cell. The evidence rule (`registry.evidence`) decides which attempts count at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from registry import ledger
+from registry.canonical import canonical_json
+from registry.digest import digest_bytes, digest_json, hex_of
+from registry.errors import IntegrityError, ObjectNotFoundError, RegistryError
+from registry.evidence import ENVELOPE_KEYS, INVALID, observed_identity, system_label
+from registry.selection import Scope, Selector, SelectorError, parse_selector, read_evidence
+from registry.store import Store
+from registry_schemas import Plan
+
+PLANS_DIR = "plans"
+MIN_PREFIX = 8
+"""Shortest hex prefix that names a frozen plan (shorter text is a plain plan_id label)."""
+_SYSTEM_KEYS = {"agent_system", "agent_system_digest", *ENVELOPE_KEYS}
+
+
+class PlanError(RegistryError, ValueError):
+    """A plan is malformed, unknown, or a call contradicts a frozen plan."""
+
+
+@dataclass(frozen=True)
+class FrozenPlan:
+    """A plan as the ledger records it."""
+
+    plan_id: str
+    plan: Plan
+    path: str
+    commit_seq: int
+    created_at: str
+
+    @property
+    def replaces(self) -> str | None:
+        """The digest of the plan this one replaces, if any."""
+        return self.plan.replaces
+
+
+def plan_path(digest: str) -> str:
+    """Return the root-relative path of a frozen plan object."""
+    return f"{PLANS_DIR}/{hex_of(digest)}.json"
+
+
+def read_plan_file(path: Path) -> Plan:
+    """Read and validate a plan file: JSON, or YAML when named `*.yaml`/`*.yml`.
+
+    Raises:
+        PlanError: unreadable, not an object, or invalid (one line naming the field).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{path}: cannot read plan ({exc})") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        data = _parse_yaml(text, path)
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PlanError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return validate_plan(data, str(path))
+
+
+def validate_plan(data: Any, source: str = "plan") -> Plan:
+    """Validate a plan document; every error is one line naming the field.
+
+    Raises:
+        PlanError: a required field is missing (e.g. `threshold`, `decision_rule`), a split
+            names an unknown task, an arm selector names no system, or a value is invalid.
+    """
+    if not isinstance(data, dict):
+        raise PlanError(f"{source}: a plan is an object with tasks, arms, attempts_per_task, …")
+    try:
+        plan = Plan.model_validate(data)
+    except ValidationError as exc:
+        raise PlanError(f"{source}: {_first_error(exc)}") from None
+    for role, text in [("baseline", plan.arms.baseline)] + [
+        ("candidate", c) for c in plan.arms.candidates
+    ]:
+        try:
+            selector = parse_selector(text)
+        except SelectorError as exc:
+            raise PlanError(f"{source}: arms.{role}: {exc}") from None
+        if not {key for key, _ in selector.terms} & _SYSTEM_KEYS:
+            raise PlanError(
+                f"{source}: arms.{role} '{text}' names no system; give agent_system=… or an "
+                f"observed identity ({', '.join(ENVELOPE_KEYS)})"
+            )
+    arms = [plan.arms.baseline, *plan.arms.candidates]
+    if len(set(arms)) != len(arms):
+        raise PlanError(f"{source}: arms: a selector appears twice; every arm is distinct")
+    if plan.tasks_digest is not None and plan.tasks_digest != digest_json(plan.tasks):
+        raise PlanError(
+            f"{source}: tasks_digest does not match the task list; omit it (freeze fills it in)"
+        )
+    return plan
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """Return the document a plan is frozen as: the validated plan with its tasks digest."""
+    document: dict[str, Any] = plan.model_dump(mode="json", by_alias=True)
+    document["tasks_digest"] = digest_json(plan.tasks)
+    return document
+
+
+def plan_digest(plan: Plan) -> str:
+    """Return a plan's id: blake3 of the canonical JSON of its document."""
+    return digest_bytes(canonical_json(plan_document(plan)))
+
+
+def freeze_plan(store: Store, plan: Plan) -> tuple[FrozenPlan, bool]:
+    """Store a plan once and record it by a `plan` commit; return it and whether it is new.
+
+    Raises:
+        PlanError: `replaces` names no frozen plan, or the plan's name is already frozen
+            under another digest and the plan does not name that predecessor.
+    """
+    document = plan_document(plan)
+    data = canonical_json(document)
+    digest = digest_bytes(data)
+    frozen = list_plans(store)
+    if plan.replaces is not None and not any(p.plan_id == plan.replaces for p in frozen):
+        raise PlanError(f"replaces {plan.replaces}: no such frozen plan; see registry plan list")
+    if plan.name is not None and plan.replaces is None:
+        earlier = [p for p in frozen if p.plan.name == plan.name and p.plan_id != digest]
+        if earlier:
+            raise PlanError(
+                f"plan '{plan.name}' is already frozen as {earlier[-1].plan_id}; a frozen plan "
+                f"is never edited: name it in 'replaces' (or --replaces) to freeze the edit"
+            )
+    path = plan_path(digest)
+    with store.temp_area() as area:
+        store.put_bytes(data, path, area)
+
+    def recorded() -> ledger.LedgerEntry | None:
+        for entry in ledger.read_ledger(store):
+            if entry.commit.plan is not None and entry.commit.plan.digest == digest:
+                return entry
+        return None
+
+    fields = {"kind": "plan", "plan": {"digest": digest, "path": path, "replaces": plan.replaces}}
+    entry, created = ledger.append(store, fields, already=recorded)
+    return FrozenPlan(digest, validate_plan(document), path, entry.seq, entry.commit.created_at), (
+        created
+    )
+
+
+def list_plans(store: Store, as_of: str | int | None = None) -> list[FrozenPlan]:
+    """Return every frozen plan, oldest first, each checked against its digest.
+
+    Raises:
+        IntegrityError: a plan object is missing or no longer matches its digest.
+    """
+    entries = ledger.entries_as_of(ledger.read_ledger(store), as_of)
+    plans: list[FrozenPlan] = []
+    seen: set[str] = set()
+    for entry in entries:
+        recorded = entry.commit.plan
+        if recorded is None or recorded.digest in seen:
+            continue
+        seen.add(recorded.digest)
+        plan = _read_object(store, recorded.path, recorded.digest)
+        plans.append(
+            FrozenPlan(recorded.digest, plan, recorded.path, entry.seq, entry.commit.created_at)
+        )
+    return plans
+
+
+def find_plan(store: Store, ident: str, as_of: str | int | None = None) -> FrozenPlan | None:
+    """Return the frozen plan `ident` names (digest, hex or a unique hex prefix), or None.
+
+    Text that is not at least `MIN_PREFIX` hex digits (after an optional `blake3:`) names no
+    frozen plan: it is a plain `plan_id` label.
+
+    Raises:
+        PlanError: the prefix matches several frozen plans.
+    """
+    wanted = hex_of(ident.strip()).lower()
+    if len(wanted) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in wanted):
+        return None
+    matches = [p for p in list_plans(store, as_of) if hex_of(p.plan_id).startswith(wanted)]
+    if len(matches) > 1:
+        raise PlanError(f"plan '{ident}' matches {len(matches)} frozen plans; give more digits")
+    return matches[0] if matches else None
+
+
+def load_plan(store: Store, ident: str, as_of: str | int | None = None) -> FrozenPlan:
+    """Return the frozen plan `ident` names.
+
+    Raises:
+        ObjectNotFoundError: no frozen plan matches.
+        PlanError: the prefix is ambiguous.
+    """
+    found = find_plan(store, ident, as_of)
+    if found is None:
+        raise ObjectNotFoundError(
+            f"no frozen plan matches '{ident}'; list them with: registry plan list"
+        )
+    return found
+
+
+def outside_reasons(plan: Plan, row: dict[str, Any]) -> list[str]:
+    """Return why an attempt claiming the plan falls outside it (task, held-fixed, budget).
+
+    Whether its system is an arm is decided by the arm selectors (see `plan_status`).
+    """
+    reasons = []
+    if row["task_id"] not in plan.tasks:
+        reasons.append("task not in the plan")
+    for key, held in sorted(plan.held_fixed.items()):
+        given = row["inputs"].get(key)
+        if given != held:
+            reasons.append(f"{key} is {_shown(given)}, the plan holds {_shown(held)}")
+    budget = plan.budget
+    runtime, cost = row.get("runtime_seconds"), row.get("cost_usd")
+    if budget.time_seconds is not None and runtime is not None and runtime > budget.time_seconds:
+        reasons.append(f"runtime {runtime:g} s above the budget of {budget.time_seconds:g} s")
+    if budget.cost_usd is not None and cost is not None and cost > budget.cost_usd:
+        reasons.append(f"cost ${cost:g} above the budget of ${budget.cost_usd:g}")
+    tokens = [row.get("input_tokens"), row.get("output_tokens")]
+    if budget.tokens is not None and any(t is not None for t in tokens):
+        used = sum(t for t in tokens if t is not None)
+        if used > budget.tokens:
+            reasons.append(f"{used} tokens above the budget of {budget.tokens}")
+    return reasons
+
+
+def arm_selectors(plan: Plan) -> list[tuple[str, Selector]]:
+    """Return (arm name, selector) for the baseline and each candidate."""
+    arms = [("baseline", parse_selector(plan.arms.baseline))]
+    return arms + [
+        (f"candidate {i}" if len(plan.arms.candidates) > 1 else "candidate", parse_selector(c))
+        for i, c in enumerate(plan.arms.candidates, start=1)
+    ]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One task × arm cell of a plan: planned against valid attempts."""
+
+    task_id: str
+    arm: str
+    selector: str
+    planned: int
+    valid: int
+    invalid: dict[str, int]
+
+    @property
+    def missing(self) -> int:
+        """Valid attempts still to run (0 when the cell is full)."""
+        return max(0, self.planned - self.valid)
+
+
+@dataclass(frozen=True)
+class PlanStatus:
+    """How far a plan's evidence has come, and what claims the plan but falls outside it."""
+
+    plan: FrozenPlan
+    cells: list[Cell]
+    outside: list[dict[str, Any]]
+    """Attempts claiming the plan outside it: attempt_id, task_id, system, arm, reasons."""
+    totals: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every cell holds its planned valid attempts."""
+        return all(c.missing == 0 for c in self.cells)
+
+    def as_json(self) -> dict[str, Any]:
+        """Return the status as a JSON object."""
+        reasons = Counter(_kind(r) for o in self.outside for r in o["reasons"])
+        return {
+            "plan_id": self.plan.plan_id,
+            "name": self.plan.plan.name,
+            "complete": self.complete,
+            "cells_planned": len(self.cells),
+            "cells_complete": sum(c.missing == 0 for c in self.cells),
+            "attempts_planned": sum(c.planned for c in self.cells),
+            "attempts_valid": sum(min(c.valid, c.planned) for c in self.cells),
+            "attempts_missing": sum(c.missing for c in self.cells),
+            "cells": [
+                {
+                    "task_id": c.task_id,
+                    "arm": c.arm,
+                    "selector": c.selector,
+                    "planned": c.planned,
+                    "valid": c.valid,
+                    "missing": c.missing,
+                    "invalid": dict(sorted(c.invalid.items())),
+                }
+                for c in self.cells
+            ],
+            "outside": self.outside,
+            "outside_counts": {k: reasons.get(k, 0) for k in _OUTSIDE_KINDS},
+            "extra_tasks": sorted(
+                {o["task_id"] for o in self.outside if "task not in the plan" in o["reasons"]}
+            ),
+            "systems_not_arms": sorted(
+                {o["system"] for o in self.outside if "system not an arm" in o["reasons"]}
+            ),
+            "totals": self.totals,
+        }
+
+
+_OUTSIDE_KINDS = ("extra_task", "system_not_arm", "held_fixed", "budget")
+
+
+def plan_status(
+    store: Store,
+    frozen: FrozenPlan,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> PlanStatus:
+    """Count planned vs valid attempts per task × arm among the attempts claiming the plan.
+
+    Under an `excused` timeout policy a timeout fills no cell and is counted as invalid.
+    """
+    plan = frozen.plan
+    evidence = read_evidence(
+        store, Scope(plan=frozen.plan_id), as_of=as_of, include_retracted=include_retracted
+    )
+    arms = arm_selectors(plan)
+    excused = plan.timeout_policy.timeouts == "excused"
+    valid: Counter[tuple[str, str]] = Counter()
+    invalid: dict[tuple[str, str], Counter[str]] = {}
+    outside = []
+    for row in evidence.rows:
+        reasons = outside_reasons(plan, row)
+        matched = [name for name, selector in arms if selector.matches(row)]
+        if not matched:
+            reasons.append("system not an arm")
+        if reasons:
+            outside.append(
+                {
+                    "attempt_id": row["attempt_id"],
+                    "task_id": row["task_id"],
+                    "system": system_label(observed_identity(row), row["run"]),
+                    "arm": matched[0] if matched else None,
+                    "terminal_class": row["terminal_class"],
+                    "reasons": reasons,
+                }
+            )
+            continue
+        cell = (row["task_id"], matched[0])
+        outcome = row["terminal_class"]
+        if outcome in INVALID or (excused and outcome == "timeout"):
+            invalid.setdefault(cell, Counter())[outcome] += 1
+        else:
+            valid[cell] += 1
+    cells = [
+        Cell(
+            task,
+            arm,
+            selector.text,
+            plan.attempts_per_task,
+            valid[(task, arm)],
+            dict(invalid.get((task, arm), {})),
+        )
+        for task in plan.tasks
+        for arm, selector in arms
+    ]
+    claimed = evidence.rows
+    runtime = [r["runtime_seconds"] for r in claimed if r["runtime_seconds"] is not None]
+    cost = [r["cost_usd"] for r in claimed if r["cost_usd"] is not None]
+    totals = {
+        "attempts_claiming_plan": len(claimed),
+        "slot_conflicts": len(evidence.conflicting),
+        "runtime_seconds": sum(runtime) if runtime else None,
+        "cost_usd": sum(cost) if cost else None,
+        "cost_unavailable": len(claimed) - len(cost),
+    }
+    outside.sort(key=lambda o: (o["task_id"], o["attempt_id"]))
+    return PlanStatus(frozen, cells, outside, totals)
+
+
+def _kind(reason: str) -> str:
+    if reason == "task not in the plan":
+        return "extra_task"
+    if reason == "system not an arm":
+        return "system_not_arm"
+    if "above the budget" in reason:
+        return "budget"
+    return "held_fixed"
+
+
+def _read_object(store: Store, path: str, digest: str) -> Plan:
+    try:
+        data = store.resolve(path).read_bytes()
+    except OSError:
+        raise IntegrityError(f"{path}: frozen plan missing; run registry verify") from None
+    if digest_bytes(data) != digest:
+        raise IntegrityError(f"{path}: altered; its bytes no longer match its digest")
+    try:
+        return Plan.model_validate_json(data)
+    except ValidationError as exc:
+        raise IntegrityError(f"{path}: not a valid plan ({_first_error(exc)})") from None
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
+    try:
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:
+        raise PlanError(
+            f"{path}: YAML plans need PyYAML (pip install pyyaml); or use JSON"
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).replace("\n", " ")
+        raise PlanError(f"{path}: not YAML ({first})") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    place = ".".join(str(p) for p in error["loc"]) or "plan"
+    if error["type"] == "missing":
+        return (
+            f"{place}: missing (a plan needs tasks, arms, attempts_per_task, alpha, "
+            "threshold, decision_rule and stop_rule)"
+        )
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{place}: {message}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def missing_summary(status: PlanStatus) -> list[str]:
+    """Return one line per incomplete cell: task, arm, valid of planned."""
+    return [
+        f"{c.task_id} × {c.arm}: {c.valid} of {c.planned} valid attempts"
+        for c in status.cells
+        if c.missing
+    ]
+
+
+__all__ = [
+    "FrozenPlan",
+    "PlanError",
+    "PlanStatus",
+    "find_plan",
+    "freeze_plan",
+    "list_plans",
+    "load_plan",
+    "plan_digest",
+    "plan_document",
+    "plan_status",
+    "read_plan_file",
+    "validate_plan",
+]
