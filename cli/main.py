@@ -229,7 +229,7 @@ def ingest(
         envelope=envelope or [],
     )
     for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(printable(f"warning: {warning}"), err=True)
     summary = {
         "read": result.read,
         "new": result.new,
