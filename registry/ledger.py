@@ -32,6 +32,8 @@ SEGMENT_PATH = re.compile(rf"attempts/cohort=({_HEX})/({_HEX})\.parquet")
 """The only form of a segment path a commit may name (cohort key hex, file digest hex)."""
 LAYER_PATH = re.compile(rf"layers/([a-z][a-z0-9_]*)/({_HEX})\.json")
 """The only form of a layer path a commit may name (layer kind, document digest hex)."""
+PLAN_PATH = re.compile(rf"plans/({_HEX})\.json")
+"""The only form of a frozen plan's path a commit may name (plan digest hex)."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,9 @@ def path_problems(commit: Commit) -> list[str]:
 
     A segment path must be `attempts/cohort=<cohort key hex>/<digest hex>.parquet` for the
     segment's own cohort key and digest; a layer path `layers/<kind>/<digest hex>.json` for
-    its own kind and digest. Nothing else is accepted, so no commit can point outside the
-    root (`..`, an absolute path) or at another object's file.
+    its own kind and digest; a frozen plan's `plans/<digest hex>.json`. Nothing else is
+    accepted, so no commit can point outside the root (`..`, an absolute path) or at another
+    object's file.
     """
     problems = []
     for segment in commit.segments:
@@ -141,6 +144,13 @@ def path_problems(commit: Commit) -> list[str]:
             problems.append(f"layer path {layer.path!r} is not layers/<kind>/<64 hex>.json")
         elif match.groups() != (layer.kind, hex_of(layer.digest)):
             problems.append(f"layer path {layer.path} does not match its kind and digest")
+    plan = commit.plan
+    if plan is not None:
+        match = PLAN_PATH.fullmatch(plan.path)
+        if match is None:
+            problems.append(f"plan path {plan.path!r} is not plans/<64 hex>.json")
+        elif match.group(1) != hex_of(plan.digest):
+            problems.append(f"plan path {plan.path} does not match its digest")
     return problems
 
 

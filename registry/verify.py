@@ -89,6 +89,11 @@ def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> Ve
             report.layers += 1
             if ledger.LAYER_PATH.fullmatch(layer.path) is not None:
                 _check_object(store, layer.path, layer.digest, report)
+        plan = entry.commit.plan
+        if plan is not None:
+            referenced.add(plan.path)
+            if ledger.PLAN_PATH.fullmatch(plan.path) is not None:
+                _check_object(store, plan.path, plan.digest, report)
     report.unreferenced = _unreferenced(store, referenced)
     report.retracted = len(retracted_ids(entries))
     return report
@@ -274,7 +279,7 @@ def _listed(task_ids: list[str]) -> str:
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
     found = []
-    for top in ("attempts", "ledger", "layers", "tmp"):
+    for top in ("attempts", "ledger", "layers", "plans", "tmp"):
         for path in sorted(store.resolve(top).rglob("*")):
             relative = path.relative_to(store.root).as_posix()
             if path.is_file() and relative not in referenced:
