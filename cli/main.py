@@ -28,6 +28,7 @@ from .options import (
     stdout,
 )
 from .output import print_table, printable, rows_as_dicts, to_csv, to_json
+from .plan import plan_app
 
 PROGRESS_MIN_BYTES = 16 << 20
 PROG = "registry"
@@ -338,6 +339,7 @@ def verify(
 
 app.command()(reports.report)
 app.add_typer(reports.reports_app, name="reports")
+app.add_typer(plan_app, name="plan")
 app.command()(suite.compare)
 app.command()(suite.summary)
 app.command()(suite.noise)

@@ -11,6 +11,7 @@ import typer
 from pydantic import BaseModel
 
 import registry
+from registry.plans import find_plan
 
 from .options import (
     DEFAULT_ROOT,
@@ -57,21 +58,48 @@ def _record(
 
 def compare(
     baseline: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--baseline", metavar="SELECTOR", help="Baseline arm, e.g. experiment=exp-1 or model=m."
+            "--baseline",
+            metavar="SELECTOR",
+            help="Baseline arm, e.g. experiment=exp-1 or model=m (default: the plan's).",
         ),
-    ],
+    ] = None,
     candidate: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
-            "--candidate", metavar="SELECTOR", help="Candidate arm (repeatable; Holm-adjusted)."
+            "--candidate",
+            metavar="SELECTOR",
+            help="Candidate arm (repeatable; Holm-adjusted; default: the plan's).",
         ),
-    ],
+    ] = None,
     root: RootOption = DEFAULT_ROOT,
     task: TaskOption = None,
     tasks_file: TasksFileOption = None,
-    plan: PlanOption = None,
+    plan: Annotated[
+        str | None,
+        typer.Option(
+            "--plan",
+            metavar="PLAN",
+            help="Apply this frozen plan (digest or a unique prefix of 8+ hex digits); any "
+            "other text restricts to attempts with this plan_id.",
+        ),
+    ] = None,
+    exploratory: Annotated[
+        bool,
+        typer.Option(
+            "--exploratory",
+            help="Allow overriding the frozen plan; the layer is marked exploratory.",
+        ),
+    ] = False,
+    timeouts: Annotated[
+        str | None,
+        typer.Option(
+            "--timeouts",
+            metavar="POLICY",
+            help="model_failure (default) or excused (timeouts dropped from both arms).",
+        ),
+    ] = None,
     experiment: ExperimentOption = None,
     vary: Annotated[
         str,
@@ -103,18 +131,32 @@ def compare(
 
     With --fail-on, the exit code gates CI: 1 when a candidate's verdict is `behind`
     (or, for `different`, `ahead` or `behind`), 0 otherwise; the output is the same.
+    With --plan naming a frozen plan, the plan's arms, reporting tasks, timeout policy and
+    decision rule apply; overriding them needs --exploratory. Every comparison is numbered
+    as a look at its pair; a second or later look is flagged.
     """
     store = registry.open_store(root)
+    frozen = find_plan(store, plan, as_of) if plan is not None else None
+    if frozen is not None:
+        baseline = baseline or frozen.plan.arms.baseline
+        candidate = candidate or list(frozen.plan.arms.candidates)
+    if baseline is None or not candidate:
+        raise registry.SelectorError(
+            "give --baseline and --candidate, or --plan naming a frozen plan (registry plan list)"
+        )
     result = registry.compare(
         store,
         registry.parse_selector(baseline),
         [registry.parse_selector(c) for c in candidate],
-        scope_of(task, tasks_file, plan, experiment),
+        scope_of(task, tasks_file, None if frozen else plan, experiment),
         vary=vary,
         seed=seed,
         resamples=resamples,
         as_of=as_of,
         include_retracted=include_retracted,
+        plan=frozen,
+        exploratory=exploratory,
+        timeouts=timeouts,
     )
     announce = _record(
         "comparison",

@@ -168,11 +168,17 @@ def compare(
 def record_comparison(store: Store, comparison: Comparison) -> tuple[LayerVersion, bool]:
     """Store a comparison as a derived layer; return it and whether it is new.
 
-    Recording the same document again (the same comparison of the same evidence, with the
-    same look numbers) adds nothing; a comparison that differs in anything is another look.
+    The layer's subject names the pair and the look, e.g. `model=a vs model=b (look 2)`, so
+    `registry reports` shows look numbers. Recording the same document again (the same
+    comparison of the same evidence, with the same look numbers) adds nothing; a comparison
+    that differs in anything is another look.
     """
     document = comparison.model_dump(mode="json", by_alias=True)
-    return store_layer(store, COMPARISON_LAYER, comparison.baseline, document)
+    looks = ", ".join(
+        c.candidate.selector + ("" if c.look is None else f" (look {c.look})")
+        for c in comparison.comparisons
+    )
+    return store_layer(store, COMPARISON_LAYER, f"{comparison.baseline} vs {looks}", document)
 
 
 @dataclass(frozen=True)
@@ -331,11 +337,9 @@ def _looked(comparison: Comparison, looks: dict[str, Any], plan: FrozenPlan | No
         unproven = []
         if look > 1 and (allowed is None or look > allowed):
             flags.append("repeated_look")
-            allowance = "a plan" if allowed is None else f"the plan ({allowed} allowed)"
+            allowance = "no plan" if allowed is None else f"the plan allows {allowed}"
             notes.append(
-                f"look {look}: treat as unproven unless the plan allowed {look} looks "
-                f"(this pair has been compared {look - 1} time(s) before, without {allowance} "
-                "allowing it)"
+                f"look {look}: treat as unproven unless the plan allowed {look} looks ({allowance})"
             )
             unproven.append(f"look {look}")
         if comparison.post_hoc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -398,6 +399,113 @@ def plan_status(
     return PlanStatus(frozen, cells, outside, totals)
 
 
+def system_rates(
+    store: Store,
+    system: Selector,
+    scope: Scope | None = None,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> dict[str, float]:
+    """Return a system's measured per-task resolved rates, exactly as `registry noise` reads them.
+
+    Raises:
+        SelectorError: the selector matches no task with a valid attempt, or several suite units.
+    """
+    from registry.noise import noise_floor
+
+    floor = noise_floor(
+        store,
+        system,
+        scope,
+        simulations=1,
+        attempts=(1,),
+        as_of=as_of,
+        include_retracted=include_retracted,
+    )
+    return dict(sorted(floor.rates.items()))
+
+
+def size_figures(
+    *,
+    rates: tuple[float, float] | None = None,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    discordant: float | None = None,
+    rate: float | None = None,
+    runs: int = 5,
+    measured: dict[str, float] | None = None,
+    tasks: Sequence[int] = (),
+    attempts: Sequence[int] = (),
+    task_sd: float = 0.0,
+) -> dict[str, Any]:
+    """Return the planning figures asked for (STATISTICS.md §4), as a JSON object.
+
+    `rates` gives `attempts_per_arm` (two independent proportions), `discordant` gives
+    `discordant_pairs` (the first n at which the exact sign test on discordant pairs reaches
+    the power), `rate` gives the binomial facts of `runs` attempts, and `measured` per-task
+    rates give the MDD of every T tasks × K attempts (T defaults to the measured task count).
+
+    Raises:
+        PlanError: nothing was asked for, or a figure's arguments are out of range.
+    """
+    from registry import planning
+
+    if rates is None and discordant is None and rate is None and measured is None:
+        raise PlanError("give --rates P1 P2, --discordant PSI, --rate P [--runs K] or --system SEL")
+    out: dict[str, Any] = {"power": power, "alpha": alpha}
+    try:
+        if rates is not None:
+            size = planning.sample_size_two_proportions(rates[0], rates[1], alpha, power)
+            out["rates"] = list(rates)
+            out["attempts_per_arm"] = size.n_per_arm
+            out["attempts_per_arm_raw"] = size.n_per_arm_raw
+        if discordant is not None:
+            pairs = planning.sample_size_mcnemar_discordant(discordant, alpha, power)
+            out["psi"] = discordant
+            out["discordant_pairs"] = pairs.exact_first_n
+            out["discordant"] = {
+                "exact_first_n": pairs.exact_first_n,
+                "exact_stable_n": pairs.exact_stable_n,
+                "crude": pairs.crude_raw,
+                "crude_ceil": pairs.crude_ceil,
+                "normal_alt_variance": pairs.normal_alt_variance_raw,
+                "normal_alt_variance_ceil": pairs.normal_alt_variance_ceil,
+            }
+        if rate is not None:
+            facts = planning.binomial_facts(rate, runs)
+            out["binomial"] = {
+                "rate": facts.rate,
+                "runs": facts.runs,
+                "minority": facts.minority,
+                "all_pass": facts.all_pass,
+                "any_failure": facts.any_failure,
+                "none_pass": facts.none_pass,
+            }
+        if measured is not None:
+            probabilities = [measured[t] for t in sorted(measured)]
+            grid = planning.mdd_what_if(
+                probabilities,
+                list(tasks) or [len(probabilities)],
+                list(attempts) or [1, 2, 3, 5, 10],
+                task_sd,
+            )
+            out["measured_tasks"] = len(probabilities)
+            out["task_sd"] = task_sd
+            out["mdd"] = [
+                {
+                    "tasks": c.tasks,
+                    "attempts": c.attempts,
+                    "attempts_per_arm": c.attempts_per_arm,
+                    "mdd": c.mdd,
+                }
+                for c in grid
+            ]
+    except ValueError as exc:
+        raise PlanError(f"plan size: {exc}") from None
+    return out
+
+
 def _kind(reason: str) -> str:
     if reason == "task not in the plan":
         return "extra_task"
@@ -473,6 +581,8 @@ __all__ = [
     "plan_digest",
     "plan_document",
     "plan_status",
+    "size_figures",
+    "system_rates",
     "read_plan_file",
     "validate_plan",
 ]
