@@ -18,6 +18,7 @@ fill no cell. The evidence rule (`registry.evidence`) decides which attempts cou
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -391,8 +392,8 @@ def plan_status(
     totals = {
         "attempts_claiming_plan": len(claimed),
         "slot_conflicts": len(evidence.conflicting),
-        "runtime_seconds": sum(runtime) if runtime else None,
-        "cost_usd": sum(cost) if cost else None,
+        "runtime_seconds": math.fsum(runtime) if runtime else None,
+        "cost_usd": math.fsum(cost) if cost else None,
         "cost_unavailable": len(claimed) - len(cost),
     }
     outside.sort(key=lambda o: (o["task_id"], o["attempt_id"]))
