@@ -35,7 +35,11 @@ RENDERERS: dict[tuple[str, ReportFormat], Callable[[Any], str]] = {
     ("comparison", ReportFormat.markdown): registry.render_comparison_markdown,
     ("comparison", ReportFormat.html): registry.render_comparison_html,
     ("summary", ReportFormat.table): registry.render_summary_table,
+    ("summary", ReportFormat.markdown): lambda x: registry.render_suite.render_summary_markdown(x),
+    ("summary", ReportFormat.html): lambda x: registry.render_suite.render_summary_html(x),
     ("noise", ReportFormat.table): registry.render_noise_table,
+    ("noise", ReportFormat.markdown): lambda x: registry.render_suite.render_noise_markdown(x),
+    ("noise", ReportFormat.html): lambda x: registry.render_suite.render_noise_html(x),
 }
 """How each layer kind renders; JSON is every kind's document."""
 

@@ -22,7 +22,6 @@ from .options import (
     PlanOption,
     ReportFormat,
     RootOption,
-    SummaryFormat,
     TaskOption,
     TasksFileOption,
     emit,
@@ -200,8 +199,8 @@ def summary(
     plan: PlanOption = None,
     experiment: ExperimentOption = None,
     output: Annotated[
-        SummaryFormat, typer.Option("--format", help="Output format.")
-    ] = SummaryFormat.table,
+        ReportFormat, typer.Option("--format", help="Output format.")
+    ] = ReportFormat.table,
     output_file: OutputFileOption = None,
     as_of: AsOfOption = None,
     include_retracted: IncludeRetractedOption = False,
@@ -224,7 +223,7 @@ def summary(
         as_of,
         include_retracted,
     )
-    _print_layer(result, registry.render_summary_table, output, output_file)
+    _print_layer(result, SUMMARY_RENDERERS, output, output_file)
     announce()
 
 
@@ -256,8 +255,8 @@ def noise(
         ),
     ] = None,
     output: Annotated[
-        SummaryFormat, typer.Option("--format", help="Output format.")
-    ] = SummaryFormat.table,
+        ReportFormat, typer.Option("--format", help="Output format.")
+    ] = ReportFormat.table,
     output_file: OutputFileOption = None,
     as_of: AsOfOption = None,
     include_retracted: IncludeRetractedOption = False,
@@ -282,20 +281,36 @@ def noise(
         as_of,
         include_retracted,
     )
-    _print_layer(result, registry.render_noise_table, output, output_file)
+    _print_layer(result, NOISE_RENDERERS, output, output_file)
     announce()
+
+
+SUMMARY_RENDERERS = {
+    ReportFormat.table: "render_summary_table",
+    ReportFormat.markdown: "render_summary_markdown",
+    ReportFormat.html: "render_summary_html",
+}
+NOISE_RENDERERS = {
+    ReportFormat.table: "render_noise_table",
+    ReportFormat.markdown: "render_noise_markdown",
+    ReportFormat.html: "render_noise_html",
+}
+"""Renderer names in `registry.render_suite`, per format (JSON is the document itself)."""
 
 
 def _print_layer(
     result: BaseModel,
-    render_table: Callable[[Any], str],
-    output: SummaryFormat,
+    renderers: dict[ReportFormat, str],
+    output: ReportFormat,
     output_file: Path | None,
 ) -> None:
-    if output is SummaryFormat.json:
+    if output is ReportFormat.json:
         emit(to_json(result.model_dump(mode="json", by_alias=True)) + "\n", output_file)
-    else:
-        emit(render_table(result), output_file)
+        return
+    from registry import render_suite
+
+    render: Callable[[Any], str] = getattr(render_suite, renderers[output])
+    emit(render(result), output_file)
 
 
 __all__ = ["compare", "noise", "summary"]

@@ -312,23 +312,68 @@ def render_plot(report: TaskReport) -> str:
     )
 
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 24px; color: #1d1d1f; background: #fff; }
-h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 20px 0 4px; }
-p.meta { color: #555; margin: 0 0 16px; font-size: 13px; }
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #1d1d1f; background: #fff;
+  line-height: 1.4; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 4px; }
+h3 { font-size: 14px; margin: 16px 0 4px; }
+h1, h2, h3, p, li, dd { overflow-wrap: anywhere; }
+p.meta, .meta { color: #555; margin: 0 0 12px; font-size: 13px; }
+nav { font-size: 13px; margin: 0 0 12px; }
+a { color: #1f5fbf; }
+svg { max-width: 100%; height: auto; display: block; margin: 8px 0; }
 svg text { font-size: 13px; fill: #1d1d1f; } svg .cohort { font-weight: 600; }
 svg .tick { font-size: 11px; text-anchor: middle; fill: #555; }
 svg .grid { stroke: #e3e3e3; stroke-width: 1; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
 th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 10px; text-align: left; }
-td { vertical-align: top; }
+td { vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f6f6f6; } td.notes { color: #a0522d; }
 th.invalid { color: #a0522d; }
+td.num, th.num { text-align: right; white-space: nowrap; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; background: #f6f6f6;
+  padding: 8px; }
+.verdict { font-weight: 600; } .warn { color: #a0522d; } .zero { color: #555; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px;
+  font-size: 13px; }
+dl.facts dt { color: #555; } dl.facts dd { margin: 0; }
+@media (max-width: 640px) { body { margin: 10px; } table { font-size: 12px; }
+  th, td { padding: 3px 6px; } }
+@media print { body { margin: 0; } nav { display: none; } a { color: inherit; }
+  .scroll { overflow: visible; } table, svg { break-inside: avoid; } }
 """
+"""The one stylesheet of every page (inline in a standalone page, `style.css` in a site)."""
+_CSS = CSS
 
 
-def render_html(report: TaskReport) -> str:
-    """Return a self-contained HTML page (no scripts, no network) with plot and tables."""
+def html_page(title: str, body: Sequence[str], stylesheet: str | None = None) -> str:
+    """Return a self-contained HTML document (no scripts, no network).
+
+    `title` is plain text (escaped here); `body` is already-escaped HTML. With `stylesheet`
+    (a relative URL) the page links to it; without, the stylesheet is inline.
+    """
+    style = (
+        f'<link rel="stylesheet" href="{html.escape(stylesheet)}">'
+        if stylesheet is not None
+        else f"<style>{CSS}</style>"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html_text(title)}</title>{style}</head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def scroll(table: str) -> str:
+    """Wrap a wide table so it scrolls inside the page instead of widening it."""
+    return f'<div class="scroll">{table}</div>'
+
+
+def report_body(report: TaskReport) -> list[str]:
+    """Return the HTML body parts of a report: header, plot, then per cohort its tables."""
     head = _header(report)
     body = [
         f"<h1>{html_text(head[0])}</h1>",
@@ -341,15 +386,40 @@ def render_html(report: TaskReport) -> str:
     ]
     for cohort in report.cohorts:
         body.append(f"<h2>{html_text(cohort_label(cohort))}</h2>")
-        body.append(_html_table(cohort))
-        body.append(_html_classes(cohort))
-    title = html_text(f"Evidence report: {report.task_id}")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{title}</title><style>{_CSS}</style></head><body>"
-        + "\n".join(body)
-        + "</body></html>\n"
+        body.append(scroll(_html_table(cohort)))
+        body.append(scroll(_html_classes(cohort)))
+        body.append(scroll(_html_pass_k(cohort)))
+    return body
+
+
+def render_html(report: TaskReport) -> str:
+    """Return a self-contained HTML page (no scripts, no network) with plot and tables."""
+    return html_page(f"Evidence report: {report.task_id}", report_body(report))
+
+
+def _html_pass_k(cohort: CohortReport) -> str:
+    """Return pass@k and pass^k for k = 1..10 of a cohort's systems (`n/a` where undefined)."""
+    ks = range(1, 11)
+    head = (
+        "<tr><th>pass@k / pass^k (unbiased; n/a where k &gt; valid attempts)</th>"
+        + "".join(f'<th class="num">k={k}</th>' for k in ks)
+        + "</tr>"
     )
+    rows = []
+    for s in cohort.systems:
+        for name, values, field in (
+            ("pass@k", s.pass_at_k, "pass_at_k"),
+            ("pass^k", s.pass_hat_k, "pass_hat_k"),
+        ):
+            reason = s.undefined.get(field)
+            label = f"{_system_label(s)} · {name} (valid {s.valid})" + (
+                f": n/a, {reason}" if reason else ""
+            )
+            cells = "".join(
+                f'<td class="num">{html_text(percent(values.get(str(k))))}</td>' for k in ks
+            )
+            rows.append(f"<tr><td>{html_text(label)}</td>{cells}</tr>")
+    return f'<table class="pass-k">{head}{"".join(rows)}</table>'
 
 
 def _html_classes(cohort: CohortReport) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from registry.digest import short
 from registry.evidence import system_label
-from registry.render import html_text, inert, inert_lines, md_escape, percent
+from registry.render import html_page, html_text, inert, inert_lines, md_escape, percent, scroll
 from registry_schemas import CandidateComparison, Comparison, NoiseFloor, Summary, SystemSummary
 
 
@@ -101,34 +101,100 @@ def _fence(lines: list[str]) -> str:
     return "`" * max(3, longest + 1)
 
 
+def _plan_lines(comparison: Comparison) -> list[str]:
+    """Return what a frozen plan says about a comparison (nothing without a plan)."""
+    lines = []
+    plan_id = getattr(comparison, "plan_id", None)
+    if plan_id:
+        planned = getattr(comparison, "planned_tasks", None)
+        lines.append(
+            f"plan {plan_id}" + (f" ({planned} planned tasks)" if planned is not None else "")
+        )
+    if getattr(comparison, "exploratory", False):
+        overrides = ", ".join(getattr(comparison, "overrides", None) or []) or "unspecified"
+        lines.append(f"exploratory: overrides the plan ({overrides}); never the plan's answer")
+    if getattr(comparison, "post_hoc", False):
+        lines.append("post hoc: the task scope is narrower than the plan's reporting split")
+    return lines
+
+
+def _look_lines(c: CandidateComparison) -> list[str]:
+    """Return the look number and the plan's decision of one candidate, where recorded."""
+    lines = []
+    look = getattr(c, "look", None)
+    if look is not None:
+        allowed = getattr(c, "looks_allowed", None)
+        lines.append(
+            f"look {look}"
+            + (f" of {allowed} allowed" if allowed is not None else "")
+            + (" (a repeated look: the error rates assume one)" if look > 1 else "")
+        )
+    decision = getattr(c, "decision", None)
+    if decision:
+        why = getattr(c, "decision_text", None)
+        lines.append(f"plan decision {decision}" + (f": {why}" if why else ""))
+    return lines
+
+
+def _side(counts: Any, rate: float) -> str:
+    return f"{counts.resolved}/{counts.valid} ({percent(rate)})"
+
+
+def _dropped_text(d: Any) -> str:
+    return d.reason + (f" (differ: {', '.join(d.differing_inputs)})" if d.differing_inputs else "")
+
+
 def render_comparison_markdown(comparison: Comparison) -> str:
-    """Return a comparison as Markdown."""
+    """Return a comparison as Markdown: counts first, every paired and dropped task."""
+    snap = comparison.snapshot
     out = [f"# Comparison against {md_escape(comparison.baseline)}", ""]
+    out += [
+        md_escape(
+            f"evidence {snap.evidence_digest} ({snap.attempts} attempts, newest commit "
+            f"{snap.last_commit_seq}) · pairing over cohorts that differ only in "
+            f"{comparison.vary} · {scope_text(comparison.scope)}"
+        ),
+        "",
+    ]
+    out += [f"- {md_escape(line)}" for line in _plan_lines(comparison)]
     for c in comparison.comparisons:
-        out += [f"## Candidate {md_escape(c.candidate.selector)}", ""]
+        out += ["", f"## Candidate {md_escape(c.candidate.selector)}", ""]
         out += [f"**{md_escape(c.verdict.text)}**", ""]
+        out += [f"- {md_escape(line)}" for line in _look_lines(c)]
         block = [inert(line) for line in [*_comparison_lines(c)[:7]]]
         block += [inert(f"note {n}") for n in c.verdict.notes]
         block += [inert(f"warning {w}") for w in c.warnings]
         fence = _fence(block)
-        out += [fence, *block, fence, ""]
-        out += ["| task | baseline | candidate | d (points) |", "|---|---|---|---|"]
+        out += ["", fence, *block, fence, ""]
+        out += [
+            "| task | baseline resolved/valid | candidate resolved/valid | d (points) |",
+            "|---|---|---|---|",
+        ]
         for t in c.tasks:
             out.append(
-                f"| {md_escape(t.task_id)} | {t.baseline.resolved}/{t.baseline.valid} "
-                f"| {t.candidate.resolved}/{t.candidate.valid} | {_points(t.difference)} |"
+                f"| {md_escape(t.task_id)} | {_side(t.baseline, t.rate_baseline)} "
+                f"| {_side(t.candidate, t.rate_candidate)} | {_points(t.difference)} |"
             )
-        for d in c.dropped:
-            out.append(f"| {md_escape(d.task_id)} | dropped | {md_escape(d.reason)} | |")
-        out.append("")
-    return "\n".join(out)
+        if c.dropped:
+            out += ["", f"Dropped tasks ({len(c.dropped)}):", "", "| task | reason |", "|---|---|"]
+            out += [
+                f"| {md_escape(d.task_id)} | {md_escape(_dropped_text(d))} |" for d in c.dropped
+            ]
+        else:
+            out += ["", "Dropped tasks: none."]
+    return "\n".join(out) + "\n"
 
 
-_ROW, _LABEL_W, _PLOT_W = 22, 300, 520
+_ROW, _LABEL_W, _PLOT_W, _TEXT_W = 22, 300, 520, 230
+_UP, _DOWN, _FLAT = "#2e7d32", "#c62828", "#555555"
 
 
 def render_difference_plot(c: CandidateComparison) -> str:
-    """Return an SVG of per-task differences (candidate − baseline) with the mean and MDD."""
+    """Return an SVG of per-task differences (candidate − baseline) with the mean and MDD.
+
+    A task that did not move is drawn as a mark on zero, and every row ends with both sides'
+    counts and rates, so 0/5 → 0/5 and 5/5 → 5/5 never look alike.
+    """
     height = 40 + _ROW * len(c.tasks)
     zero = _LABEL_W + _PLOT_W / 2
 
@@ -148,11 +214,24 @@ def render_difference_plot(c: CandidateComparison) -> str:
         )
     for i, t in enumerate(c.tasks):
         y = 32 + i * _ROW
-        color = "#2e7d32" if t.difference > 0 else "#c62828" if t.difference < 0 else "#777"
-        parts.append(f'<text x="4" y="{y + 4}">{html_text(t.task_id[:38])}</text>')
+        color = _UP if t.difference > 0 else _DOWN if t.difference < 0 else _FLAT
+        label = html_text(t.task_id)
+        shown = html_text(t.task_id if len(t.task_id) <= 38 else t.task_id[:37] + "…")
+        parts.append(f'<text x="4" y="{y + 4}"><title>{label}</title>{shown}</text>')
+        if t.difference == 0:
+            parts.append(
+                f'<path d="M{zero} {y - 6} L{zero + 5} {y} L{zero} {y + 6} L{zero - 5} {y} Z" '
+                f'fill="{color}" class="zero-mark"/>'
+            )
+        else:
+            parts.append(
+                f'<line x1="{zero}" y1="{y}" x2="{x(t.difference):.1f}" y2="{y}" '
+                f'stroke="{color}" stroke-width="6"/>'
+            )
+        sides = f"{_side(t.baseline, t.rate_baseline)} → {_side(t.candidate, t.rate_candidate)}"
         parts.append(
-            f'<line x1="{zero}" y1="{y}" x2="{x(t.difference):.1f}" y2="{y}" stroke="{color}" '
-            'stroke-width="6"/>'
+            f'<text x="{_LABEL_W + _PLOT_W + 10}" y="{y + 4}" class="sides">'
+            f"{html_text(sides)}</text>"
         )
     if c.mean_difference is not None:
         mx = x(c.mean_difference)
@@ -160,38 +239,109 @@ def render_difference_plot(c: CandidateComparison) -> str:
             f'<line x1="{mx:.1f}" y1="20" x2="{mx:.1f}" y2="{height}" stroke="#1f5fbf" '
             'stroke-width="2" stroke-dasharray="4 3"/>'
         )
-    width = _LABEL_W + _PLOT_W + 20
+    width = _LABEL_W + _PLOT_W + _TEXT_W
     return (
         f'<svg class="diff-plot" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{height}">{"".join(parts)}</svg>'
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="Per-task difference in resolved rate, candidate minus baseline">'
+        f"{''.join(parts)}</svg>"
     )
 
 
-def render_comparison_html(comparison: Comparison) -> str:
-    """Return a self-contained HTML page with a per-task difference plot per candidate."""
-    body = [f"<h1>Comparison against {html_text(comparison.baseline)}</h1>"]
+def _arms_table(c: CandidateComparison) -> str:
+    head = (
+        '<tr><th>arm</th><th>selector</th><th class="num">resolved/valid</th>'
+        '<th class="num">rate</th><th class="num">invalid/attempts</th><th>experiments</th>'
+        "<th>observed systems</th></tr>"
+    )
+    rows = []
+    for role, arm in (("baseline", c.baseline), ("candidate", c.candidate)):
+        n = arm.counts
+        rate = n.resolved / n.valid if n.valid else None
+        systems = "; ".join(
+            system_label(s) + (f" ({s['attempts']} attempts)" if "attempts" in s else "")
+            for s in arm.systems
+        )
+        rows.append(
+            f"<tr><td>{role}</td><td>{html_text(arm.selector)}</td>"
+            f'<td class="num">{n.resolved}/{n.valid}</td><td class="num">{percent(rate)}</td>'
+            f'<td class="num">{n.invalid}/{n.attempts} '
+            f"{html_text(percent(arm.invalid_rate.estimate))}</td>"
+            f"<td>{html_text(', '.join(arm.experiments))}</td><td>{html_text(systems)}</td></tr>"
+        )
+    return scroll(f'<table class="arms">{head}{"".join(rows)}</table>')
+
+
+def _tasks_table(c: CandidateComparison) -> str:
+    head = (
+        '<tr><th>task</th><th class="num">baseline resolved/valid</th>'
+        '<th class="num">candidate resolved/valid</th><th class="num">d (points)</th></tr>'
+    )
+    rows = []
+    for t in c.tasks:
+        zero = ' class="zero"' if t.difference == 0 else ""
+        rows.append(
+            f"<tr{zero}><td>{html_text(t.task_id)}</td>"
+            f'<td class="num">{html_text(_side(t.baseline, t.rate_baseline))}</td>'
+            f'<td class="num">{html_text(_side(t.candidate, t.rate_candidate))}</td>'
+            f'<td class="num">{_points(t.difference)}</td></tr>'
+        )
+    return scroll(f'<table class="paired">{head}{"".join(rows)}</table>')
+
+
+def _dropped_table(c: CandidateComparison) -> str:
+    if not c.dropped:
+        return '<p class="meta">Dropped tasks: none.</p>'
+    rows = "".join(
+        f"<tr><td>{html_text(d.task_id)}</td><td>{html_text(d.reason)}</td>"
+        f"<td>{html_text(', '.join(d.differing_inputs))}</td></tr>"
+        for d in c.dropped
+    )
+    head = "<tr><th>task</th><th>reason</th><th>differing inputs</th></tr>"
+    return scroll(f'<table class="dropped">{head}{rows}</table>')
+
+
+def comparison_body(comparison: Comparison) -> list[str]:
+    """Return the HTML body parts of a comparison: counts first, then the per-task figures."""
+    snap = comparison.snapshot
+    body = [
+        f"<h1>Comparison against {html_text(comparison.baseline)}</h1>",
+        '<p class="meta">'
+        + html_text(
+            f"evidence {snap.evidence_digest} ({snap.attempts} attempts, newest commit "
+            f"{snap.last_commit_seq}) · pairing over cohorts that differ only in "
+            f"{comparison.vary} · {scope_text(comparison.scope)} · generator "
+            f"{comparison.generator.name} {comparison.generator.version}"
+        )
+        + "</p>",
+    ]
+    body += [f'<p class="warn">{html_text(line)}</p>' for line in _plan_lines(comparison)]
     for c in comparison.comparisons:
         body.append(f"<h2>Candidate {html_text(c.candidate.selector)}</h2>")
         body.append(f'<p class="verdict">{html_text(c.verdict.text)}</p>')
-        pre = "\n".join(html_text(line) for line in _comparison_lines(c)[:7])
+        body += [f'<p class="warn">{html_text(line)}</p>' for line in _look_lines(c)]
+        body.append(_arms_table(c))
+        pre = "\n".join(html_text(line) for line in _comparison_lines(c)[3:7])
         body.append(f"<pre>{pre}</pre>")
         body.extend(f'<p class="note">{html_text(n)}</p>' for n in c.verdict.notes)
         body.extend(f'<p class="warn">{html_text(w)}</p>' for w in c.warnings)
+        body.append(f"<h3>Paired tasks ({len(c.tasks)})</h3>")
+        body.append(_tasks_table(c))
         body.append(
             '<p class="meta">Bars: per-task difference candidate − baseline in resolved rate '
-            "(points); dashed line: mean difference; shaded band: ± minimum detectable "
+            "(points); a diamond on zero: the task did not move (both sides' counts are at the "
+            "end of the row); dashed line: mean difference; shaded band: ± minimum detectable "
             "difference.</p>"
         )
         body.append(render_difference_plot(c))
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:24px}h1{font-size:20px}"
-        "h2{font-size:16px}.verdict{font-weight:600}.warn{color:#a0522d}.meta{color:#555}"
-        "svg text{font-size:12px}svg .tick{text-anchor:middle;fill:#555}"
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Comparison</title>'
-        f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>\n"
-    )
+        body.append(f"<h3>Dropped tasks ({len(c.dropped)})</h3>")
+        body.append(_dropped_table(c))
+    return body
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """Return a self-contained HTML page: counts, per-task rows and plot, dropped tasks."""
+    return html_page(f"Comparison against {comparison.baseline}", comparison_body(comparison))
 
 
 def _system_text(s: SystemSummary) -> str:
@@ -284,3 +434,173 @@ def render_noise_table(floor: NoiseFloor) -> str:
         + ("" if mdd else _why(floor, "mdd_by_attempts"))
     )
     return inert_lines(lines)
+
+
+def _evidence_text(layer: Summary | NoiseFloor) -> str:
+    snap = layer.snapshot
+    return (
+        f"evidence {snap.get('evidence_digest')} ({snap.get('attempts')} attempts, newest commit "
+        f"{snap.get('last_commit_seq')}) · generator {layer.generator.name} "
+        f"{layer.generator.version}"
+    )
+
+
+def _k_cells(s: SystemSummary, field: str) -> str:
+    values = getattr(s, field)
+    return "; ".join(
+        f"k={k}: {percent(v.mean)} ({v.tasks} tasks, {v.excluded} excluded)"
+        for k, v in values.items()
+    )
+
+
+def summary_rows(s: SystemSummary) -> list[tuple[str, str]]:
+    """Return one suite unit's figures as (figure, value) pairs, counts behind every rate."""
+    pooled, clustered = s.pooled_resolved_rate, s.clustered_interval
+    return [
+        (
+            "configuration",
+            f"{s.configuration_digest} (grader {s.configuration.get('grader_version')})",
+        ),
+        ("tasks", f"{s.tasks} ({s.tasks_with_valid} with valid attempts)"),
+        ("attempts", f"{s.attempts}: {s.valid} valid, {s.invalid} infrastructure-invalid"),
+        (
+            "resolved (pooled, attempt-weighted)",
+            f"{s.resolved}/{s.valid} {percent(pooled.estimate)}",
+        ),
+        (
+            "clustered 95% interval (quote this)",
+            f"[{percent(clustered.low)}, {percent(clustered.high)}] (CR1 SE "
+            f"{_p(s.clustered_se)}, clusters = tasks)" + _why(s, "clustered_se"),
+        ),
+        (
+            "naive Wilson 95% (ignores clustering)",
+            f"[{percent(pooled.low)}, {percent(pooled.high)}]",
+        ),
+        ("task-mean resolved rate", percent(s.task_mean_resolved_rate)),
+        ("pass@k (mean over tasks with valid ≥ k)", _k_cells(s, "pass_at_k")),
+        ("pass^k", _k_cells(s, "pass_hat_k")),
+        ("invalid", f"{s.invalid}/{s.attempts} {percent(s.invalid_rate.estimate)}"),
+        ("median valid attempts per task", _p(s.attempts_per_task)),
+        (
+            "expected flips between identical single runs (Σ 2p(1−p))",
+            _p(s.expected_flips) + _why(s, "expected_flips"),
+        ),
+        ("runtime s", _runtime(s.runtime_seconds)),
+        (
+            "cost USD",
+            f"total {_p(s.cost_usd.total)}, mean {_p(s.cost_usd.mean)} ({s.cost_usd.known} "
+            f"known, {s.cost_usd.unavailable} unavailable)",
+        ),
+    ]
+
+
+def _facts_html(rows: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<tr><th>{html_text(k)}</th><td>{html_text(v)}</td></tr>" for k, v in rows)
+    return scroll(f'<table class="facts">{cells}</table>')
+
+
+def _facts_markdown(rows: list[tuple[str, str]]) -> list[str]:
+    return ["| figure | value |", "|---|---|"] + [
+        f"| {md_escape(k)} | {md_escape(v)} |" for k, v in rows
+    ]
+
+
+def summary_title(summary: Summary) -> str:
+    """Return the heading of a summary: its scope and system filter."""
+    chosen = f" · systems {summary.system_filter}" if summary.system_filter else ""
+    return f"Suite summary of {scope_text(summary.scope)}{chosen}"
+
+
+def summary_body(summary: Summary) -> list[str]:
+    """Return the HTML body parts of a suite summary: one figure table per suite unit."""
+    body = [
+        f"<h1>{html_text(summary_title(summary))}</h1>",
+        f'<p class="meta">{html_text(_evidence_text(summary))}</p>',
+        '<p class="meta">One row per observed system and suite configuration: attempts pool '
+        "across tasks only within one. Quote the clustered interval; the naive Wilson interval "
+        "treats attempts as independent and is too narrow.</p>",
+    ]
+    for s in summary.systems:
+        body.append(f"<h2>{html_text(_system_text(s))}</h2>")
+        body.append(_facts_html(summary_rows(s)))
+    return body
+
+
+def render_summary_html(summary: Summary) -> str:
+    """Return a suite summary as a self-contained HTML page."""
+    return html_page(summary_title(summary), summary_body(summary))
+
+
+def render_summary_markdown(summary: Summary) -> str:
+    """Return a suite summary as Markdown."""
+    out = [f"# {md_escape(summary_title(summary))}", "", md_escape(_evidence_text(summary))]
+    for s in summary.systems:
+        out += ["", f"## {md_escape(_system_text(s))}", "", *_facts_markdown(summary_rows(s))]
+    return inert_lines(out)
+
+
+def noise_rows(floor: NoiseFloor) -> list[tuple[str, str]]:
+    """Return a noise floor's figures as (figure, value) pairs; unmeasurable ones `n/a (why)`."""
+    flips = "n/a" if floor.expected_flips is None else f"{floor.expected_flips:.3f}"
+    quantiles = (floor.net_change or {}).get("quantiles")
+    moves, mdd = floor.p_move_at_least, floor.mdd_by_attempts
+    return [
+        ("configuration", floor.configuration_digest),
+        ("tasks with a valid attempt", str(floor.tasks)),
+        ("median valid attempts per task", f"{floor.attempts_per_task:g}"),
+        (
+            "expected flips between two identical single-run evaluations (Σ 2p(1−p))",
+            f"{flips} tasks" + _why(floor, "expected_flips"),
+        ),
+        (
+            "expected flips, unbiased",
+            _p(floor.expected_flips_unbiased) + _why(floor, "expected_flips_unbiased"),
+        ),
+        (
+            "net change in resolved count, 95% of simulated pairs",
+            f"[{quantiles['2.5']:+.0f}, {quantiles['97.5']:+.0f}] tasks ({floor.simulations} "
+            f"simulated pairs, seed {floor.seed})"
+            if quantiles
+            else "n/a" + _why(floor, "net_change"),
+        ),
+        (
+            "P(|net change| ≥ m)",
+            ", ".join(f"m={m}: {100 * p:.1f}%" for m, p in moves.items())
+            if moves
+            else "n/a" + _why(floor, "p_move_at_least"),
+        ),
+        (
+            "minimum detectable difference (points) by attempts per task K",
+            ", ".join(f"K={k}: {_size(v)}" for k, v in mdd.items())
+            if mdd
+            else "n/a" + _why(floor, "mdd_by_attempts"),
+        ),
+    ]
+
+
+def noise_title(floor: NoiseFloor) -> str:
+    """Return the heading of a noise floor: its selector and observed system."""
+    identity = getattr(floor, "identity", None)
+    who = f" ({system_label(identity, getattr(floor, 'run', None))})" if identity else ""
+    return f"Noise floor of {floor.system}{who}"
+
+
+def noise_body(floor: NoiseFloor) -> list[str]:
+    """Return the HTML body parts of a noise floor."""
+    return [
+        f"<h1>{html_text(noise_title(floor))}</h1>",
+        f'<p class="meta">{html_text(_evidence_text(floor))} · {html_text(scope_text(floor.scope))}'
+        "</p>",
+        _facts_html(noise_rows(floor)),
+    ]
+
+
+def render_noise_html(floor: NoiseFloor) -> str:
+    """Return a noise floor as a self-contained HTML page."""
+    return html_page(noise_title(floor), noise_body(floor))
+
+
+def render_noise_markdown(floor: NoiseFloor) -> str:
+    """Return a noise floor as Markdown."""
+    out = [f"# {md_escape(noise_title(floor))}", "", md_escape(_evidence_text(floor)), ""]
+    return inert_lines([*out, *_facts_markdown(noise_rows(floor))])
