@@ -12,12 +12,14 @@ experiment. Which attempts count and how they form samples is decided in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from registry.digest import digest_bytes
 from registry.errors import RegistryError
 from registry.evidence import (
     ENVELOPE_KEYS,
@@ -30,6 +32,9 @@ from registry.evidence import (
 )
 from registry.query import connect, fetch
 from registry.store import Store
+
+if TYPE_CHECKING:
+    import duckdb
 
 CONFIG_INPUTS = (
     "prompt_digest",
@@ -125,14 +130,8 @@ def load_evidence(
     return read_evidence(store, scope, as_of=as_of, include_retracted=include_retracted).rows
 
 
-def read_evidence(
-    store: Store,
-    scope: Scope,
-    *,
-    as_of: str | int | None = None,
-    include_retracted: bool = False,
-) -> Evidence:
-    """Return the attempts in scope under the evidence rule (`registry.evidence`)."""
+def scope_clause(scope: Scope) -> tuple[list[str], list[Any]]:
+    """Return the SQL conditions (bound parameters only) that restrict attempts to a scope."""
     where: list[str] = []
     params: list[Any] = []
     if scope.tasks:
@@ -144,6 +143,106 @@ def read_evidence(
     if scope.experiment is not None:
         where.append("experiment_id = ?")
         params.append(scope.experiment)
+    return where, params
+
+
+def selector_clause(selector: Selector | None) -> tuple[list[str], list[Any]]:
+    """Return the SQL conditions equivalent to `Selector.matches` on the `attempts` view."""
+    where: list[str] = []
+    params: list[Any] = []
+    for key, value in selector.terms if selector else ():
+        if key == "experiment":
+            where.append("experiment_id = ?")
+        elif key == "plan":
+            where.append("plan_id = ?")
+        elif key in ("agent_system", *CONFIG_INPUTS):
+            column = "agent_system_digest" if key == "agent_system" else key
+            where.append(
+                f"(inputs.{column} = ? OR (starts_with(inputs.{column}, 'blake3:')"
+                f" AND starts_with(substr(inputs.{column}, 8), ?)))"
+            )
+            params.append(value)
+        elif key == "model" and value == "unknown":
+            where.append("system.model IS NULL")
+            continue
+        else:
+            where.append(f"system.{key} = ?")
+        params.append(value)
+    return where, params
+
+
+@contextlib.contextmanager
+def counted_attempts(
+    store: Store,
+    scope: Scope,
+    selectors: Sequence[Selector | None] = (None,),
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, list[tuple[str, list[Any]]]]]:
+    """Yield a connection and, per selector, a WHERE clause over the counted attempts in scope.
+
+    Suite questions group and count inside DuckDB with these clauses, so only per-task counts
+    reach Python; the clauses apply the evidence rule (no conflicting slot) and the scope.
+    """
+    base, base_params = scope_clause(scope)
+    con = connect(
+        store, task_ids=scope.tasks or None, as_of=as_of, include_retracted=include_retracted
+    )
+    try:
+        clauses = []
+        for selector in selectors:
+            terms, params = selector_clause(selector)
+            where = ["NOT slot_conflict", *base, *terms]
+            clauses.append((" WHERE " + " AND ".join(where), [*base_params, *params]))
+        yield con, clauses
+    finally:
+        con.close()
+
+
+def cohort_inputs(
+    con: duckdb.DuckDBPyConnection, cohort_keys: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Return the ten cohort inputs (budget as canonical JSON text) of each cohort key."""
+    result = fetch(
+        con,
+        "SELECT cohort_key, any_value(inputs) FROM _attempts_all"
+        " WHERE list_contains(?, cohort_key) GROUP BY cohort_key",
+        [sorted(set(cohort_keys))],
+    )
+    return {key: inputs for key, inputs in result.rows}
+
+
+def snapshot_where(
+    con: duckdb.DuckDBPyConnection, where: str, params: Sequence[Any]
+) -> dict[str, Any]:
+    """Return the evidence snapshot (digest of the sorted attempt ids, newest commit) in SQL.
+
+    Attempt ids are `blake3:<hex>`, so their canonical JSON array is built by concatenation.
+    """
+    result = fetch(
+        con,
+        "SELECT '[' || coalesce(string_agg('\"' || attempt_id || '\"', ',' ORDER BY attempt_id),"
+        f" '') || ']', count(*), max(commit_seq) FROM attempts{where}",
+        list(params),
+    )
+    text, count, last = result.rows[0]
+    return {
+        "evidence_digest": digest_bytes(text.encode()),
+        "attempts": int(count),
+        "last_commit_seq": last,
+    }
+
+
+def read_evidence(
+    store: Store,
+    scope: Scope,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+) -> Evidence:
+    """Return the attempts in scope under the evidence rule (`registry.evidence`)."""
+    where, params = scope_clause(scope)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     con = connect(
         store, task_ids=scope.tasks or None, as_of=as_of, include_retracted=include_retracted

@@ -345,6 +345,22 @@ def clustered_se(clusters: Sequence[Sequence[float]]) -> float | None:
     return None if variants is None else variants.se_cr1
 
 
+def clustered_se_from_counts(counts: Sequence[tuple[int, int]]) -> float | None:
+    """Return the CR1 task-clustered SE from per-task (resolved, valid) counts.
+
+    With binary scores a task's summed residual is r − n·s̄, so the estimator needs the
+    counts only; it equals `clustered_se` over the expanded scores exactly (Fractions).
+    ``None`` when fewer than two tasks have a valid attempt.
+    """
+    scored = [(r, n) for r, n in counts if n > 0]
+    if len(scored) < 2:
+        return None
+    total = sum(n for _, n in scored)
+    mean = Fraction(sum(r for r, _ in scored), total)
+    between = sum(((r - n * mean) ** 2 for r, n in scored), Fraction(0))
+    return _sqrt(Fraction(len(scored), len(scored) - 1) * between / (total * total))
+
+
 def expected_flips(rates: Iterable[float]) -> float:
     """Return Σ 2p(1 − p): expected tasks whose outcome differs between two identical runs."""
     return math.fsum(2.0 * p * (1.0 - p) for p in rates)
@@ -363,7 +379,7 @@ def system_aggregate(
     counts = list(zip(per_task_resolved, per_task_valid, strict=True))
     scored = [(r, v) for r, v in counts if v > 0]
     pooled = wilson_interval(sum(r for r, _ in counts), sum(v for _, v in counts), z)
-    se = clustered_se([[1] * r + [0] * (v - r) for r, v in scored])
+    se = clustered_se_from_counts(scored)
     rates = [r / v for r, v in scored]
     ks = list(range(1, max(per_task_valid, default=0) + 1) if k_values is None else k_values)
     at_k = {k: _mean_over_tasks(pass_at_k, counts, k) for k in ks}

@@ -460,3 +460,16 @@ def test_paired_differences_drop_unpaired_tasks() -> None:
     assert result.task_ids == ("a", "c")
     assert result.diffs == (0.5, -0.5)
     assert result.dropped == 1
+
+
+def test_clustered_se_from_counts_equals_the_expanded_scores():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(50):
+        counts = []
+        for _ in range(rng.randint(2, 12)):
+            n = rng.randint(0, 9)
+            counts.append((rng.randint(0, n), n))
+        clusters = [[1] * r + [0] * (n - r) for r, n in counts]
+        assert stats.clustered_se_from_counts(counts) == stats.clustered_se(clusters)
