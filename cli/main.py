@@ -29,6 +29,7 @@ from .options import (
 )
 from .output import print_table, printable, rows_as_dicts, to_csv, to_json
 from .plan import plan_app
+from .site import site
 
 PROGRESS_MIN_BYTES = 16 << 20
 PROG = "registry"
@@ -347,6 +348,7 @@ app.command()(retract.retract)
 app.command()(regressions.regressions)
 app.command()(export)
 app.command()(head)
+app.command()(site)
 
 
 def main() -> None:

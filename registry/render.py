@@ -328,7 +328,7 @@ svg .grid { stroke: #e3e3e3; stroke-width: 1; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
 th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 10px; text-align: left; }
-td { vertical-align: top; overflow-wrap: anywhere; }
+td { vertical-align: top; overflow-wrap: break-word; }
 th { background: #f6f6f6; } td.notes { color: #a0522d; }
 th.invalid { color: #a0522d; }
 td.num, th.num { text-align: right; white-space: nowrap; }
