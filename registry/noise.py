@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from registry import stats
-from registry.evidence import INVALID, observed_identity, snapshot_of, unit_key
 from registry.layers import LayerVersion, store_layer
-from registry.selection import Scope, Selector, SelectorError, describe_units, load_evidence
+from registry.query import fetch
+from registry.selection import (
+    Scope,
+    Selector,
+    SelectorError,
+    cohort_inputs,
+    counted_attempts,
+    describe_groups,
+    snapshot_where,
+)
 from registry.store import Store
 from registry_schemas import Generator, NoiseFloor
 
@@ -61,17 +68,30 @@ def noise_floor(
             suite unit (configuration and observed system).
     """
     scope = scope or Scope()
-    evidence = load_evidence(store, scope, as_of=as_of, include_retracted=include_retracted)
-    rows = [r for r in evidence if system.matches(r)]
-    units = {unit_key(r) for r in rows}
-    if len(units) > 1:
-        raise SelectorError(
-            f"'{system.text}' matches {len(units)} systems or configurations, which never pool: "
-            f"{describe_units(rows)}; narrow the selector"
-        )
-    counts = _task_counts(rows)
-    if not counts:
+    with counted_attempts(
+        store, scope, [system], as_of=as_of, include_retracted=include_retracted
+    ) as (con, [(where, params)]):
+        cells = fetch(con, _CELLS.format(where=where), params).rows
+        units: dict[tuple[Any, ...], list[Any]] = {}
+        for digest, identity, run, cohort, task, valid, resolved, total in cells:
+            units.setdefault((digest, tuple(identity.values()), run), []).append(
+                (identity, run, cohort, task, valid, resolved, total)
+            )
+        if len(units) > 1:
+            inputs = cohort_inputs(con, [c[2] for members in units.values() for c in members])
+            groups = [
+                (m[0][0], m[0][1], inputs[m[0][2]], sum(c[6] for c in m), m[0][2])
+                for m in units.values()
+            ]
+            raise SelectorError(
+                f"'{system.text}' matches {len(units)} systems or configurations, which never "
+                f"pool: {describe_groups(groups)}; narrow the selector"
+            )
+        snapshot = snapshot_where(con, where, params) if cells else None
+    counts = {task: (resolved, valid) for *_, task, valid, resolved, _ in cells if valid}
+    if not counts or snapshot is None:
         raise SelectorError(f"'{system.text}' has no task with a valid attempt in scope")
+    digest, identity, run = cells[0][0], cells[0][1], cells[0][2]
     rates = {task: c / n for task, (c, n) in counts.items()}
     probabilities = [rates[task] for task in sorted(rates)]
     per_task = float(statistics.median(n for _, n in counts.values()))
@@ -100,11 +120,11 @@ def noise_floor(
         }
     return NoiseFloor(
         system=system.text,
-        identity=observed_identity(rows[0]),
-        run=rows[0]["run"],
-        configuration_digest=rows[0]["configuration_digest"],
+        identity=identity,
+        run=run,
+        configuration_digest=digest,
         scope=scope.describe(),
-        snapshot=snapshot_of(rows),
+        snapshot=snapshot,
         generator=GENERATOR,
         tasks=len(rates),
         attempts_per_task=per_task,
@@ -146,16 +166,12 @@ def mdd_for_attempts(probabilities: Sequence[float], attempts: int) -> float | N
     return stats.MDD_MULTIPLIER * math.sqrt(variance) / t
 
 
-def _task_counts(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    classes: dict[str, list[str]] = defaultdict(list)
-    for row in rows:
-        classes[row["task_id"]].append(row["terminal_class"])
-    counts = {}
-    for task, outcomes in classes.items():
-        valid = [c for c in outcomes if c not in INVALID]
-        if valid:
-            counts[task] = (valid.count("resolved"), len(valid))
-    return counts
+_CELLS = """
+SELECT configuration_digest, system, run, min(cohort_key), task_id,
+       count(*) FILTER (is_valid(terminal_class)), count(*) FILTER (terminal_class = 'resolved'),
+       count(*)
+FROM attempts{where} GROUP BY configuration_digest, system, run, task_id ORDER BY ALL
+"""
 
 
 def _unbiased_flips(counts: Any) -> float | None:

@@ -276,26 +276,35 @@ def observed_system(row: dict[str, Any]) -> tuple[str | None, ...]:
 
 
 def describe_units(rows: Sequence[dict[str, Any]], exclude: Sequence[str] = ()) -> str:
-    """Name the suite units among `rows` (largest first) and what tells them apart."""
+    """Name the suite units among attempt `rows` (largest first) and what tells them apart."""
     units: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
         units.setdefault(unit_key(row, exclude), []).append(row)
-    firsts = [members[0] for members in units.values()]
+    groups = [
+        (observed_identity(m[0]), m[0]["run"], m[0]["inputs"], len(m), m[0]["attempt_id"])
+        for m in units.values()
+    ]
+    return describe_groups(groups, exclude)
+
+
+def describe_groups(
+    groups: Sequence[tuple[dict[str, Any], str | None, dict[str, Any], int, str]],
+    exclude: Sequence[str] = (),
+) -> str:
+    """Name units given as (system, run, inputs, attempts, tie-break key) and what differs."""
     skip = {*TASK_INPUTS, *exclude}
     inputs = sorted(
         k
-        for k in firsts[0]["inputs"]
-        if k not in skip and len({repr(r["inputs"][k]) for r in firsts}) > 1
+        for k in groups[0][2]
+        if k not in skip and len({repr(g[2][k]) for g in groups}) > 1
     )
-    fields = [k for k in ENVELOPE_KEYS if len({observed_identity(r)[k] for r in firsts}) > 1] + (
-        ["run"] if len({r["run"] for r in firsts}) > 1 else []
+    fields = [k for k in ENVELOPE_KEYS if len({g[0][k] for g in groups}) > 1] + (
+        ["run"] if len({g[1] for g in groups}) > 1 else []
     )
     parts = []
-    for members in sorted(units.values(), key=lambda m: (-len(m), m[0]["attempt_id"])):
-        first = members[0]
-        shown = "".join(f", {k} {first['inputs'][k]}" for k in inputs)
-        label = system_label(observed_identity(first), first["run"])
-        parts.append(f"{label}{shown} ({len(members)} attempts)")
+    for identity, run, values, attempts, _ in sorted(groups, key=lambda g: (-g[3], g[4])):
+        shown = "".join(f", {k} {values[k]}" for k in inputs)
+        parts.append(f"{system_label(identity, run)}{shown} ({attempts} attempts)")
     return "; ".join(parts) + f" — they differ in {', '.join(fields + inputs) or 'nothing'}"
 
 
