@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 import registry
-from registry.plans import (
-    FrozenPlan,
-    freeze_plan,
-    list_plans,
-    load_plan,
-    plan_document,
-    plan_status,
-    read_plan_file,
-    size_figures,
-    system_rates,
-)
+
+if TYPE_CHECKING:
+    from registry.plans import FrozenPlan
 
 from .options import (
     DEFAULT_ROOT,
@@ -57,6 +49,8 @@ def freeze(
     output: FormatOption = SummaryFormat.table,
 ) -> None:
     """Validate a plan and freeze it: stored once by digest, recorded by a `plan` commit."""
+    from registry.plans import freeze_plan, load_plan, read_plan_file
+
     plan = read_plan_file(file)
     store = registry.open_store(root, create=True)
     if replaces is not None:
@@ -93,6 +87,8 @@ def list_(
     as_of: AsOfOption = None,
 ) -> None:
     """List frozen plans, oldest first, with the plan each one replaces."""
+    from registry.plans import list_plans
+
     plans = list_plans(registry.open_store(root), as_of)
     replaced_by = {p.replaces: p.plan_id for p in plans if p.replaces}
     rows = [_row(p, replaced_by.get(p.plan_id)) for p in plans]
@@ -122,6 +118,8 @@ def show(
     output: FormatOption = SummaryFormat.json,
 ) -> None:
     """Print a frozen plan (its document is exactly what its digest covers)."""
+    from registry.plans import load_plan, plan_document
+
     frozen = load_plan(registry.open_store(root), plan)
     document = plan_document(frozen.plan)
     if output is SummaryFormat.json:
@@ -165,6 +163,8 @@ def status(
     include_retracted: IncludeRetractedOption = False,
 ) -> None:
     """Planned vs valid attempts per task × arm, and attempts outside the plan."""
+    from registry.plans import load_plan, plan_status
+
     store = registry.open_store(root)
     frozen = load_plan(store, plan, as_of)
     result = plan_status(store, frozen, as_of=as_of, include_retracted=include_retracted)
@@ -245,6 +245,8 @@ def size(
     include_retracted: IncludeRetractedOption = False,
 ) -> None:
     """Size an experiment before spending on it: attempts per arm, discordant pairs, MDD."""
+    from registry.plans import size_figures, system_rates
+
     measured = None
     if system is not None:
         store = registry.open_store(root)

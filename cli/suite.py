@@ -11,7 +11,6 @@ import typer
 from pydantic import BaseModel
 
 import registry
-from registry.plans import find_plan
 
 from .options import (
     DEFAULT_ROOT,
@@ -134,6 +133,8 @@ def compare(
     decision rule apply; overriding them needs --exploratory. Every comparison is numbered
     as a look at its pair; a second or later look is flagged.
     """
+    from registry.plans import find_plan
+
     store = registry.open_store(root)
     frozen = find_plan(store, plan, as_of) if plan is not None else None
     if frozen is not None:
