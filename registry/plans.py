@@ -17,6 +17,7 @@ fill no cell. The evidence rule (`registry.evidence`) decides which attempts cou
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections import Counter
@@ -532,7 +533,7 @@ def _read_object(store: Store, path: str, digest: str) -> Plan:
 
 def _parse_yaml(text: str, path: Path) -> Any:
     try:
-        import yaml  # type: ignore[import-untyped]
+        yaml: Any = importlib.import_module("yaml")
     except ImportError:
         raise PlanError(
             f"{path}: YAML plans need PyYAML (pip install pyyaml); or use JSON"

@@ -19,14 +19,6 @@ from .attempt import DIGEST_PATTERN
 PLAN_SCHEMA: Final = "registry.plan/1"
 VERDICT_TABLE: Final = "registry.compare/2"
 """The verdict table `registry compare` applies (d̄ against the MDD, Holm-adjusted sign test)."""
-VERDICT_CODES = (
-    "no_detectable_difference",
-    "ahead",
-    "behind",
-    "heavy_tasks",
-    "saturated",
-    "too_few_tasks",
-)
 HELD_FIXED_INPUTS = (
     "prompt_digest",
     "wiki_digest",
