@@ -101,7 +101,7 @@ def compare(
     than the reporting split is marked post-hoc. `timeouts` (`model_failure` or `excused`)
     overrides the plan's policy; `excused` drops timeouts from both arms.
 
-    Every comparison carries per candidate its look number (`look_number`): a second or later
+    Every comparison carries per candidate its look number (`with_look_numbers`): a second or later
     look at the same pair is flagged unless the plan's stop rule allowed that many.
 
     Raises:
