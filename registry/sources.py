@@ -15,7 +15,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
@@ -34,6 +34,7 @@ from registry.importers import (
     get_importer,
     with_identity,
 )
+from registry.importers.base import duplicate_key, duplicate_key_problem, printable
 from registry.tables import MAP_FIELDS, read_parquet_batches
 from registry_schemas import AttemptRecord, CohortInputs, Envelope
 
@@ -196,14 +197,18 @@ def _most_telling(errors: list[Any]) -> Any:
 
 
 def describe_error(error: Any) -> tuple[str | None, str]:
-    """Return `(dotted field, problem)` for one pydantic error, saying what would be valid."""
-    loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
+    """Return `(dotted field, problem)` for one pydantic error, saying what would be valid.
+
+    The field is shown with control characters escaped and cut to a readable length, so a
+    key holding a line break (or a megabyte of text) still makes a one-line message.
+    """
     kind = error["type"]
     if kind == "json_invalid":
         detail = str(error["ctx"]["error"]).replace(" at line 1 column ", " at column ")
-        return None, f"malformed JSON ({detail})"
-    dotted = ".".join(loc) or None
-    if kind == "extra_forbidden":
+        return None, f"malformed JSON ({printable(detail)})"
+    loc = _field_path(error["loc"], keep_last=kind == "extra_forbidden")
+    dotted = printable(".".join(loc), _SHOWN_FIELD) or None
+    if kind == "extra_forbidden" and loc:
         valid = list(_model_at(loc[:-1]).model_fields)
         close = difflib.get_close_matches(loc[-1], valid, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
@@ -213,6 +218,25 @@ def describe_error(error: Any) -> tuple[str | None, str]:
     shown = error.get("input")
     got = "" if isinstance(shown, dict | list) else f" (got {json.dumps(shown)[:80]})"
     return dotted, f"{error['msg']}{got}"
+
+
+_SHOWN_FIELD = 120
+
+
+def _field_path(loc: tuple[Any, ...], keep_last: bool) -> list[str]:
+    """Return the input's own keys in a pydantic location, without union-member tags.
+
+    Pydantic names the member of a union it tried (`str`, `function-after[...]`) inside the
+    location; an input key may be spelled the same (an unknown field called `float`, a label
+    called `int`), so the key after a dict field and the unknown field itself are kept.
+    """
+    parts: list[str] = []
+    for index, part in enumerate(loc):
+        key_of_dict = len(parts) == 1 and parts[0] in MAP_FIELDS and index == 1
+        last = keep_last and index == len(loc) - 1
+        if key_of_dict or last or not _is_union_tag(part):
+            parts.append(str(part))
+    return parts
 
 
 def _model_at(loc: list[str]) -> type[BaseModel]:
@@ -302,7 +326,14 @@ def _jsonl_item(source: Source, number: int, line: bytes) -> tuple[str, bytes] |
     except UnicodeDecodeError as exc:
         problem = f"invalid UTF-8 at byte {exc.start} of the line; inputs must be UTF-8"
         raise InvalidRecordError(source.label, f"line {number}", None, problem) from None
+    _refuse_duplicate_keys(source, f"line {number}", line)
     return f"line {number}", line
+
+
+def _refuse_duplicate_keys(source: Source, location: str, payload: bytes) -> None:
+    """Refuse a record in which an object holds a key twice (a parser keeps only the last)."""
+    if (key := duplicate_key(payload)) is not None:
+        raise InvalidRecordError(source.label, location, None, duplicate_key_problem(key))
 
 
 def _iter_json_array(source: Source, progress: ProgressFn | None) -> Iterator[tuple[str, bytes]]:
@@ -346,8 +377,14 @@ def _iter_json_array(source: Source, progress: ProgressFn | None) -> Iterator[tu
                     if not eof:
                         break  # the element may continue in the next chunk
                     _malformed(source, line, exc.msg)
+                except RecursionError:
+                    raise InvalidRecordError(
+                        source.label, f"line {line}", None, _TOO_DEEP
+                    ) from None
                 index += 1
-                yield f"line {line} (item {index})", text[pos:end].encode()
+                payload = text[pos:end].encode()
+                _refuse_duplicate_keys(source, f"line {line} (item {index})", payload)
+                yield f"line {line} (item {index})", payload
                 line += text.count("\n", pos, end)
                 pos, state = end, "end" if state == "open" else "sep"
             else:
@@ -357,6 +394,7 @@ def _iter_json_array(source: Source, progress: ProgressFn | None) -> Iterator[tu
         _malformed(source, line, "unterminated array")
 
 
+_TOO_DEEP = "JSON nested too deeply to read; an attempt record nests only a few levels"
 _JSON_EXPECTED = {
     "open": "expected a top-level array or object",
     "sep": "expected ',' or ']' between items",
@@ -379,22 +417,102 @@ def _iter_parquet(source: Source, progress: ProgressFn | None) -> Iterator[tuple
     assert source.path is not None
     for chunk in _read_chunks(source, progress):
         del chunk  # hashing pass; the rows are read through pyarrow below
+    number = 0
+    batches = iter(read_parquet_batches(source.path, _PARQUET_BATCH))
+    while True:
+        try:
+            batch = next(batches, None)
+        except _PARQUET_ERRORS as exc:
+            raise _unreadable_parquet(source, exc) from None
+        if batch is None:
+            return
+        _refuse_duplicate_columns(source, batch.schema)
+        for row in _batch_rows(source, batch, number):
+            number += 1
+            yield f"row {number}", _row_json(source, f"row {number}", row)
+
+
+# What pyarrow raises for a damaged file: its own errors, and Python's while converting values.
+_VALUE_ERRORS = (UnicodeDecodeError, ValueError, OverflowError, TypeError, KeyError, IndexError)
+_PARQUET_ERRORS = (pa.ArrowException, OSError, *_VALUE_ERRORS)
+
+
+def _unreadable_parquet(source: Source, exc: BaseException) -> InputFormatError:
+    text = str(exc).strip()
+    first = printable(text.splitlines()[0], 200) if text else type(exc).__name__
+    return InputFormatError(f"{source.label}: not a readable Parquet file ({first})")
+
+
+def _refuse_duplicate_columns(source: Source, schema: pa.Schema) -> None:
+    """Refuse two columns (or two struct fields) of one name: a row would keep only one."""
+    pending: list[tuple[str, list[pa.Field]]] = [("", list(schema))]
+    while pending:
+        prefix, fields = pending.pop()
+        seen: set[str] = set()
+        for item in fields:
+            if item.name in seen:
+                shown = printable(prefix + item.name, _SHOWN_FIELD)
+                raise InvalidRecordError(
+                    source.label, None, None, f"duplicate column '{shown}'; each may appear once"
+                )
+            seen.add(item.name)
+            if pa.types.is_struct(item.type):
+                pending.append((f"{prefix}{item.name}.", list(item.type)))
+
+
+def _batch_rows(source: Source, batch: pa.RecordBatch, before: int) -> list[dict[str, Any]]:
+    """Return a batch's rows as Python values; a value pyarrow cannot convert names its cell."""
     try:
-        number = 0
-        for batch in read_parquet_batches(source.path, _PARQUET_BATCH):
-            for row in batch.to_pylist():
-                number += 1
-                yield f"row {number}", _row_json(source, f"row {number}", row)
-    except (pa.ArrowException, OSError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputFormatError(f"{source.label}: not a readable Parquet file ({first})") from None
+        rows: list[dict[str, Any]] = batch.to_pylist()
+        return rows
+    except pa.ArrowException as exc:
+        raise _unreadable_parquet(source, exc) from None
+    except _VALUE_ERRORS as exc:
+        failure: BaseException = exc
+    for index, name in enumerate(batch.schema.names):
+        column = batch.column(index)
+        for row in range(len(column)):
+            try:
+                column[row].as_py()
+            except _PARQUET_ERRORS as exc:
+                raise InvalidRecordError(
+                    source.label,
+                    f"row {before + row + 1}",
+                    printable(name, _SHOWN_FIELD),
+                    _conversion_problem(exc),
+                ) from None
+    raise _unreadable_parquet(source, failure)
+
+
+def _conversion_problem(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "invalid UTF-8 in a string value; inputs must be UTF-8"
+    if isinstance(exc, OverflowError) or "out of range" in str(exc):
+        return "value out of range (timestamps must fall in the years 1-9999)"
+    text = str(exc).strip()
+    detail = printable(text.splitlines()[0], 200) if text else type(exc).__name__
+    return f"cannot be read ({detail})"
 
 
 def _row_json(source: Source, location: str, row: dict[str, Any]) -> bytes:
     """Return a Parquet row as JSON; values JSON cannot hold exactly are errors, not nulls."""
     for name in MAP_FIELDS:
-        if isinstance(row.get(name), list):
-            row[name] = dict(row[name])
+        value = row.get(name)
+        if isinstance(value, list):
+            # pyarrow gives a map as (key, value) tuples; any other list is not a map
+            if not all(isinstance(pair, tuple) and len(pair) == 2 for pair in value):
+                raise InvalidRecordError(
+                    source.label,
+                    location,
+                    name,
+                    "must be a map of string to string (a Parquet map or struct), not a list",
+                )
+            row[name] = dict(value)
+            if len(row[name]) != len(value):
+                key = next(k for i, (k, _) in enumerate(value) if k in dict(value[:i]))
+                shown = printable(f"{name}.{key}", _SHOWN_FIELD)
+                problem = f"duplicate key '{shown}' in a map; each key may appear once"
+                raise InvalidRecordError(source.label, location, None, problem)
     for name, value in row.items():
         _check_value(source, location, name, value)
     try:
@@ -403,25 +521,40 @@ def _row_json(source: Source, location: str, row: dict[str, Any]) -> bytes:
         raise InvalidRecordError(source.label, location, None, str(exc)) from None
 
 
+_JSON_TYPES = (str, int, float, bool, type(None), datetime, date, time)
+
+
 def _check_value(source: Source, location: str, path: str, value: Any) -> None:
     # orjson writes NaN as null, which would silently turn a broken cost into "unavailable".
     if isinstance(value, float) and not math.isfinite(value):
         shown = "NaN" if math.isnan(value) else str(value)
         raise InvalidRecordError(
-            source.label, location, path, f"Input should be a finite number (got {shown})"
+            source.label,
+            location,
+            printable(path, _SHOWN_FIELD),
+            f"Input should be a finite number (got {shown})",
         )
     if isinstance(value, dict):
         for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidRecordError(
+                    source.label,
+                    location,
+                    printable(path, _SHOWN_FIELD),
+                    f"map keys must be strings (got {type(key).__name__} keys)",
+                )
             _check_value(source, location, f"{path}.{key}", item)
     elif isinstance(value, list | tuple):
         for item in value:
             _check_value(source, location, path, item)
-    elif isinstance(value, Decimal | bytes):
-        kind = "decimal" if isinstance(value, Decimal) else "binary"
+    elif isinstance(value, Decimal | bytes) or not isinstance(value, _JSON_TYPES):
+        kind = {Decimal: "decimal", bytes: "binary", timedelta: "duration"}.get(
+            type(value), type(value).__name__
+        )
         raise InvalidRecordError(
             source.label,
             location,
-            path,
+            printable(path, _SHOWN_FIELD),
             f"{kind} values are not part of registry.attempt/1; write strings, 64-bit numbers, "
             "booleans, structs, lists or timestamps",
         )

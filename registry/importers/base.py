@@ -12,6 +12,8 @@ says what each cohort input identifies, so where each harness field goes.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,14 +187,102 @@ def read_json(path: Path) -> Any:
     """Parse a JSON file, with a one-line error naming it.
 
     Raises:
-        InputFormatError: the file is missing, truncated or not JSON.
+        InputFormatError: the file is missing, truncated or not JSON, or an object in it
+            holds a key twice.
     """
     try:
-        return orjson.loads(path.read_bytes())
+        data = path.read_bytes()
+        loaded = orjson.loads(data)
     except OSError as exc:
         raise InputFormatError(f"{path}: cannot be read ({exc.strerror})") from None
     except orjson.JSONDecodeError as exc:
         raise InputFormatError(f"{path}: not valid JSON ({exc})") from None
+    if (key := duplicate_key(data, loaded)) is not None:
+        raise InputFormatError(f"{path}: {duplicate_key_problem(key)}")
+    return loaded
+
+
+_NO_VALUE = object()
+_SHOWN_KEY = 80
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """The members of one JSON object, in order, duplicates kept."""
+
+
+def duplicate_key(data: bytes, parsed: Any = _NO_VALUE) -> str | None:
+    """Return the dotted path of the first key a JSON object of `data` holds twice, or None.
+
+    Parsers keep the last of two equal keys without a word. Counting finds them cheaply:
+    outside strings, a colon only ever separates a key from its value, and orjson writes
+    every colon inside a string literally, so `data` holds exactly as many colons as its
+    re-serialisation unless some object lost a repeated key. Only `\u003a` (an escaped
+    colon) breaks that count, so such input, input orjson refuses, and input whose count
+    differs take the exact path: a parse that keeps every member. Malformed JSON yields None
+    (the record's validation reports it).
+    """
+    if b"\\u003" not in data:
+        try:
+            if parsed is _NO_VALUE:
+                parsed = orjson.loads(data)
+            if data.count(b":") == orjson.dumps(parsed).count(b":"):
+                return None
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            pass
+    try:
+        members = json.loads(data, object_pairs_hook=_Pairs)
+        return _first_duplicate(members)
+    except (ValueError, RecursionError):
+        return None
+
+
+def duplicate_key_problem(path: str) -> str:
+    """Return the one-line account of a repeated key."""
+    shown = printable(path, _SHOWN_KEY)
+    return f"duplicate key '{shown}' in a JSON object; each key may appear once"
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    r"""Return `text` with control characters escaped (a line break becomes `\n`), cut short.
+
+    For names echoed in error messages, so that a key holding a line break, an escape
+    sequence or a megabyte of text still makes a one-line message.
+    """
+    shown = _CONTROL.sub(_escape, text)
+    if limit is not None and len(shown) > limit:
+        shown = shown[: limit - 3] + "..."
+    return shown
+
+
+def _first_duplicate(value: Any, path: str = "") -> str | None:
+    """Return the dotted path of the first repeated key, this level before nested ones."""
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, _ in value:
+            if key in seen:
+                return f"{path}{key}"
+            seen.add(key)
+        children = [(f"{path}{key}.", item) for key, item in value]
+    elif isinstance(value, list):
+        children = [(f"{path}{index}.", item) for index, item in enumerate(value)]
+    else:
+        return None
+    for prefix, item in children:
+        if (found := _first_duplicate(item, prefix)) is not None:
+            return found
+    return None
 
 
 def with_identity(record: dict[str, Any]) -> dict[str, Any]:
