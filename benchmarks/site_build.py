@@ -64,7 +64,7 @@ def make_records(count: int, tasks: int, seed: int = 1) -> dict[str, list[dict[s
         else:
             outcome = "resolved" if rng.random() < p else rng.choice(["model_failure", "timeout"])
         day = 2 + 7 * week
-        record = {
+        record: dict[str, Any] = {
             "experiment_id": experiment,
             "task_id": f"repo__project-{t:05d}",
             "repeat_index": slot // len(EXPERIMENTS),

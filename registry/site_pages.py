@@ -14,7 +14,7 @@ from typing import Any
 
 from registry import stats
 from registry.digest import hex_of, short
-from registry.evidence import INVALID
+from registry.evidence import INVALID, snapshot_of
 from registry.layers import LayerVersion
 from registry.render import CSS, html_page, html_text, percent, report_body, scroll
 from registry.render_suite import comparison_body, noise_rows, summary_rows
@@ -37,7 +37,7 @@ def render_site(data: SiteData) -> dict[str, bytes]:
             data, system.label, _system_body(data, system), depth=1
         )
         data.files[f"trends/{system.name}"] = _page(
-            data, f"Trend of {system.label}", _trend_body(system), depth=1
+            data, f"Trend of {system.label}", _trend_body(data, system), depth=1
         )
     for version, comparison in data.comparisons:
         data.files[f"comparisons/{hex_of(version.digest)}.html"] = _page(
@@ -426,14 +426,20 @@ def _week(row: dict[str, Any]) -> str:
     return (day - timedelta(days=day.weekday())).isoformat()
 
 
-def _trend_body(system: SystemEntry) -> list[str]:
+def _trend_body(data: SiteData, system: SystemEntry) -> list[str]:
     body = [
         f"<h1>Trend of {html_text(system.label)}</h1>",
         f'<p class="meta">{_link(f"../systems/{system.name}", "system page")} · resolved / valid '
         "per configuration, with the Wilson 95% interval of the pooled attempts (it ignores "
         "that attempts cluster by task: quote the clustered interval of the system page). "
         "Generation = the ledger commit that first made an attempt visible.</p>",
+        _evidence_line(snapshot_of([r for u in system.units for r in u.rows])),
     ]
+    if data.summary is not None:
+        digest, path = data.layer_file(
+            "summary", data.summary.model_dump(mode="json", by_alias=True)
+        )
+        body.append(_layer_line(data, digest, path, "registry summary"))
     for title, bucket in (
         ("generation", lambda r: str(r["generation"])),
         ("week (Monday, UTC)", _week),
