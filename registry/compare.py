@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from registry import stats
 from registry.canonical import canonical_json
 from registry.digest import digest_json, short
@@ -29,21 +31,24 @@ from registry.evidence import (
     is_resolved,
     is_valid,
     observed_identity,
-    snapshot_of,
     system_key,
     system_label,
 )
 from registry.layers import LayerVersion, layer_document, store_layer
 from registry.ledger import entries_as_of, read_ledger
-from registry.plans import FrozenPlan, PlanError, outside_reasons
+from registry.plans import FrozenPlan, PlanError, outside_clause
+from registry.query import fetch
 from registry.report import rate_of
 from registry.selection import (
     Scope,
     Selector,
     SelectorError,
+    cohort_inputs,
     configuration,
-    load_evidence,
+    counted_attempts,
     observed_system,
+    selector_clause,
+    snapshot_where,
 )
 from registry.store import Store
 from registry_schemas import (
@@ -120,24 +125,24 @@ def compare(
     scope = scope or Scope()
     applied = _apply_plan(plan, baseline, candidates, scope, vary, timeouts, exploratory)
     scope = applied.scope
-    rows = load_evidence(store, scope, as_of=as_of, include_retracted=include_retracted)
-    rows, plan_warnings = _plan_rows(plan, rows, applied.timeouts)
-    base_rows = _select(rows, baseline, "baseline")
+    loaded = _load_arms(
+        store, scope, baseline, candidates, plan, applied.timeouts, as_of, include_retracted
+    )
+    base_rows = _select(loaded.arms[0], baseline, "baseline")
     partial = []
     arm_rows = []
-    used = {r["attempt_id"]: r for r in base_rows}
-    for candidate in candidates:
-        cand_rows = _select(rows, candidate, "candidate")
-        overlap = {r["attempt_id"] for r in cand_rows} & used.keys()
+    for candidate, cand_all, overlap in zip(
+        candidates, loaded.arms[1:], loaded.overlaps, strict=True
+    ):
+        cand_rows = _select(cand_all, candidate, "candidate")
         if overlap and candidate.text != baseline.text:
             raise SelectorError(
                 f"selectors '{baseline.text}' and '{candidate.text}' both select "
-                f"{len(overlap)} attempts; make the arms disjoint"
+                f"{overlap} attempts; make the arms disjoint"
             )
-        used.update({r["attempt_id"]: r for r in cand_rows})
         arm_rows.append(cand_rows)
         pair = _compare_pair(baseline, base_rows, candidate, cand_rows, vary, seed, resamples)
-        pair["warnings"] = plan_warnings + pair["warnings"]
+        pair["warnings"] = loaded.warnings + pair["warnings"]
         partial.append(pair)
     comparisons = [
         c.model_copy(
@@ -148,12 +153,11 @@ def compare(
         )
         for c, cand_rows in zip(_with_holm(partial), arm_rows, strict=True)
     ]
-    covered = sorted(used)
     result = Comparison(
         baseline=baseline.text,
         scope=scope.describe(),
         vary=vary,
-        snapshot=ComparisonSnapshot(**snapshot_of([used[a] for a in covered])),
+        snapshot=ComparisonSnapshot(**loaded.snapshot),
         generator=GENERATOR,
         comparisons=comparisons,
         plan_id=None if plan is None else plan.plan_id,
@@ -246,25 +250,106 @@ def _apply_plan(
     return _Applied(applied, timeouts or policy, overrides, post_hoc)
 
 
-def _plan_rows(plan: FrozenPlan | None, rows: Rows, timeouts: str) -> tuple[Rows, list[str]]:
-    """Drop attempts outside the plan and excused timeouts; say how many."""
+@dataclass(frozen=True)
+class _Arms:
+    arms: list[Rows]
+    """Per arm (baseline first): attempts grouped into cells carrying a count `n`."""
+    overlaps: list[int]
+    """Per candidate: attempts the baseline selects too."""
+    snapshot: dict[str, Any]
+    warnings: list[str]
+
+
+_CELLS = """
+SELECT task_id, cohort_key, system, run, experiment_id, terminal_class, count(*) AS n,
+       min(started_at) AS first_started_at, max(started_at) AS last_started_at
+FROM attempts{where} GROUP BY ALL ORDER BY ALL
+"""
+
+
+def _load_arms(
+    store: Store,
+    scope: Scope,
+    baseline: Selector,
+    candidates: Sequence[Selector],
+    plan: FrozenPlan | None,
+    timeouts: str,
+    as_of: str | int | None,
+    include_retracted: bool,
+) -> _Arms:
+    """Group each arm's counted attempts in DuckDB into cells, dropping what the plan excludes.
+
+    A cell is one task, cohort, system, run, experiment and outcome with its count `n`;
+    attempts outside the plan and excused timeouts are left out.
+
+    Only the cells reach Python, so the cost follows tasks × cohorts, not attempts.
+    """
+    outside, outside_params = ("false", []) if plan is None else outside_clause(plan.plan)
+    keep = f" AND NOT {outside}" + (
+        " AND terminal_class <> 'timeout'" if timeouts == "excused" else ""
+    )
+    selectors = [None, baseline, *candidates]
+    with counted_attempts(
+        store, scope, selectors, as_of=as_of, include_retracted=include_retracted
+    ) as (con, clauses):
+        (all_where, all_params), *arm_clauses = clauses
+        warnings = _held_out(con, all_where, all_params, outside, outside_params, timeouts)
+        arms = []
+        for where, params in arm_clauses:
+            rows = fetch(con, _CELLS.format(where=where + keep), [*params, *outside_params])
+            arms.append([dict(zip(rows.columns, r, strict=True)) for r in rows.rows])
+        inputs = cohort_inputs(con, [c["cohort_key"] for arm in arms for c in arm])
+        parsed = {k: {**v, "budget": orjson.loads(v["budget"])} for k, v in inputs.items()}
+        for arm in arms:
+            for cell in arm:
+                cell["inputs"] = parsed[cell["cohort_key"]]
+        base_terms, base_params = selector_clause(baseline)
+        overlaps = []
+        for where, params in arm_clauses[1:]:
+            both = " AND ".join(["true", *base_terms])
+            overlap = fetch(
+                con,
+                f"SELECT count(*) FROM attempts{where + keep} AND {both}",
+                [*params, *outside_params, *base_params],
+            )
+            overlaps.append(int(overlap.rows[0][0]))
+        union_terms, union_params = [], []
+        for selector in (baseline, *candidates):
+            terms, params = selector_clause(selector)
+            union_terms.append("(" + " AND ".join(["true", *terms]) + ")")
+            union_params += params
+        snapshot = snapshot_where(
+            con,
+            f"{all_where}{keep} AND ({' OR '.join(union_terms)})",
+            [*all_params, *outside_params, *union_params],
+        )
+    return _Arms(arms, overlaps, snapshot, warnings)
+
+
+def _held_out(
+    con: Any,
+    where: str,
+    params: list[Any],
+    outside: str,
+    outside_params: list[Any],
+    timeouts: str,
+) -> list[str]:
+    """Say how many attempts in scope the plan and the timeout policy leave out."""
+    row = fetch(
+        con,
+        f"SELECT count(*) FILTER ({outside}), count(*) FILTER (NOT {outside}"
+        f" AND terminal_class = 'timeout') FROM attempts{where}",
+        [*outside_params, *outside_params, *params],
+    ).rows[0]
     warnings = []
-    if plan is not None:
-        kept = [r for r in rows if not outside_reasons(plan.plan, r)]
-        if len(kept) != len(rows):
-            warnings.append(
-                f"{len(rows) - len(kept)} attempts claim the plan but fall outside it (held-fixed "
-                "inputs, budget) and are not counted; see registry plan status"
-            )
-        rows = kept
-    if timeouts == "excused":
-        kept = [r for r in rows if r["terminal_class"] != "timeout"]
-        if len(kept) != len(rows):
-            warnings.append(
-                f"{len(rows) - len(kept)} timeouts excused by the timeout policy and not counted"
-            )
-        rows = kept
-    return rows, warnings
+    if row[0]:
+        warnings.append(
+            f"{row[0]} attempts claim the plan but fall outside it (held-fixed "
+            "inputs, budget) and are not counted; see registry plan status"
+        )
+    if timeouts == "excused" and row[1]:
+        warnings.append(f"{row[1]} timeouts excused by the timeout policy and not counted")
+    return warnings
 
 
 def _arm_inputs(rows: Rows) -> dict[str, list[Any]]:
@@ -398,11 +483,12 @@ def _decide(plan: FrozenPlan, item: CandidateComparison, unproven: list[str]) ->
     )
 
 
-def _select(rows: Rows, selector: Selector, role: str) -> Rows:
-    chosen = [r for r in rows if selector.matches(r)]
+def _select(chosen: Rows, selector: Selector, role: str) -> Rows:
     if not chosen:
         raise SelectorError(f"{role} selector '{selector.text}' selects no attempts in scope")
-    systems = Counter(system_key(r) for r in chosen)
+    systems: Counter[tuple[Any, ...]] = Counter()
+    for cell in chosen:
+        systems[system_key(cell)] += cell["n"]
     if len(systems) > 1:
         named = {system_key(r): system_label(observed_identity(r), r["run"]) for r in chosen}
         shown = "; ".join(
@@ -417,12 +503,13 @@ def _select(rows: Rows, selector: Selector, role: str) -> Rows:
 
 
 def _counts(rows: Rows) -> ArmCounts:
-    valid = sum(map(is_valid, rows))
+    attempts = sum(r["n"] for r in rows)
+    valid = sum(r["n"] for r in rows if is_valid(r))
     return ArmCounts(
-        attempts=len(rows),
+        attempts=attempts,
         valid=valid,
-        invalid=len(rows) - valid,
-        resolved=sum(map(is_resolved, rows)),
+        invalid=attempts - valid,
+        resolved=sum(r["n"] for r in rows if is_resolved(r)),
     )
 
 
@@ -506,7 +593,9 @@ def _unpairable(task: str, shared: list[str], a: Rows, b: Rows, vary: str) -> Dr
 
 def _arm_summary(selector: Selector, rows: Rows) -> ArmSummary:
     counts = _counts(rows)
-    systems = Counter(observed_system(r) for r in rows)
+    systems: Counter[tuple[str | None, ...]] = Counter()
+    for cell in rows:
+        systems[observed_system(cell)] += cell["n"]
     return ArmSummary(
         selector=selector.text,
         counts=counts,
@@ -538,7 +627,10 @@ def _compare_pair(
     )
     base_summary, cand_summary = _arm_summary(baseline, a_rows), _arm_summary(candidate, b_rows)
     independence = _independence_p(base_summary.counts, cand_summary.counts)
-    excluded = {"baseline": len(a_all) - len(a_rows), "candidate": len(b_all) - len(b_rows)}
+    excluded = {
+        "baseline": _counts(a_all).attempts - _counts(a_rows).attempts,
+        "candidate": _counts(b_all).attempts - _counts(b_rows).attempts,
+    }
     warnings = _warnings(base_summary, cand_summary, independence, dropped)
     if (apart := _apart(a_rows, b_rows)) is not None:
         warnings.append(apart)
@@ -575,8 +667,8 @@ def _compare_pair(
 
 def _apart(a_rows: Rows, b_rows: Rows) -> str | None:
     """Return a warning when the arms ran at times that do not overlap."""
-    a = [r["started_at"] for r in a_rows if r["started_at"] is not None]
-    b = [r["started_at"] for r in b_rows if r["started_at"] is not None]
+    a = [t for r in a_rows for t in (r["first_started_at"], r["last_started_at"]) if t]
+    b = [t for r in b_rows for t in (r["first_started_at"], r["last_started_at"]) if t]
     if not a or not b or (max(a) >= min(b) and max(b) >= min(a)):
         return None
 

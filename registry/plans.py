@@ -252,6 +252,38 @@ def outside_reasons(plan: Plan, row: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def outside_clause(plan: Plan) -> tuple[str, list[Any]]:
+    """Return a SQL condition over `attempts` that holds where `outside_reasons` is non-empty.
+
+    The same rule as `outside_reasons`, for grouping inside DuckDB; a test checks they agree.
+    """
+    parts = ["NOT list_contains(?, task_id)"]
+    params: list[Any] = [list(plan.tasks)]
+    for key, held in sorted(plan.held_fixed.items()):
+        if key == "budget":
+            parts.append("inputs.budget IS DISTINCT FROM ?")
+            params.append(canonical_json(held).decode())
+        elif isinstance(held, str):
+            parts.append(f"inputs.{key} IS DISTINCT FROM ?")
+            params.append(held)
+        else:
+            parts.append("true")  # a cohort input is text: a non-text value never matches
+    budget = plan.budget
+    if budget.time_seconds is not None:
+        parts.append("coalesce(runtime_seconds > ?, false)")
+        params.append(budget.time_seconds)
+    if budget.cost_usd is not None:
+        parts.append("coalesce(cost_usd > ?, false)")
+        params.append(budget.cost_usd)
+    if budget.tokens is not None:
+        parts.append(
+            "(coalesce(input_tokens, output_tokens) IS NOT NULL"
+            " AND coalesce(input_tokens, 0) + coalesce(output_tokens, 0) > ?)"
+        )
+        params.append(budget.tokens)
+    return "(" + " OR ".join(parts) + ")", params
+
+
 def arm_selectors(plan: Plan) -> list[tuple[str, Selector]]:
     """Return (arm name, selector) for the baseline and each candidate."""
     arms = [("baseline", parse_selector(plan.arms.baseline))]

@@ -408,3 +408,23 @@ def test_what_if_over_tasks_and_attempts():
         for c in planning.mdd_what_if(rates, [38, 76], [5, 10], task_sd=0.1)
     }
     assert spread[(76, 5)] < spread[(38, 10)]
+
+
+@pytest.mark.parametrize("budget", [{}, {"tokens": 1000}, {"cost_usd": 0.01, "time_seconds": 10}])
+def test_the_sql_form_of_the_plan_rule_agrees_with_outside_reasons(root, budget):
+    from registry.plans import outside_clause, outside_reasons
+    from registry.query import connect, fetch
+
+    store, frozen = _frozen(root, "incomplete.jsonl")
+    spec = frozen.plan.model_copy(update={"budget": frozen.plan.budget.model_copy(update=budget)})
+    clause, params = outside_clause(spec)
+    rows = {r["attempt_id"]: r for r in registry.load_evidence(store, registry.Scope())}
+    con = connect(store)
+    try:
+        flags = fetch(con, f"SELECT attempt_id, {clause} FROM attempts", params).rows
+    finally:
+        con.close()
+    assert len(flags) == len(rows)
+    assert any(flag for _, flag in flags)
+    for attempt_id, flag in flags:
+        assert flag == bool(outside_reasons(spec, rows[attempt_id])), attempt_id
