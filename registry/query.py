@@ -15,6 +15,7 @@ to the working directory, which DuckDB would otherwise make readable as `.tmp/`)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import re
 import threading
@@ -252,7 +253,8 @@ def _bounded(
 
     def stop() -> None:
         stopped.set()
-        con.interrupt()
+        with contextlib.suppress(duckdb.Error):
+            con.interrupt()
 
     timer = None if timeout is None else threading.Timer(timeout, stop)
     try:
@@ -269,6 +271,7 @@ def _bounded(
     finally:
         if timer is not None:
             timer.cancel()
+            timer.join()  # a timer that already fired finishes before the connection closes
         con.close()
 
 
