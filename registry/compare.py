@@ -52,6 +52,7 @@ from registry.selection import (
 )
 from registry.store import Store
 from registry_schemas import (
+    CONFIGURATION_INPUTS,
     ArmCounts,
     ArmSummary,
     CandidateComparison,
@@ -67,16 +68,7 @@ from registry_schemas import (
 GENERATOR = Generator(name="registry.compare", version="2")
 COMPARISON_LAYER = "comparison"
 ALPHA = 0.05
-VARIABLE_INPUTS = (
-    "prompt_digest",
-    "wiki_digest",
-    "tool_policy_digest",
-    "budget",
-    "harness_package",
-    "grader_version",
-    "agent_system_digest",
-    "environment_digest",
-)
+VARIABLE_INPUTS = CONFIGURATION_INPUTS
 TIMEOUT_POLICIES = ("model_failure", "excused")
 Rows = list[dict[str, Any]]
 

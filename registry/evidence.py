@@ -35,6 +35,7 @@ import orjson
 
 from registry.digest import digest_json
 from registry_schemas import INVALID_CLASSES, CostStats
+from registry_schemas import TASK_INPUTS as TASK_INPUTS
 
 if TYPE_CHECKING:
     import duckdb
@@ -44,8 +45,6 @@ UNOBSERVED = "unobserved"
 ENVELOPE_KEYS = ("agent", "agent_version", "provider", "model", "harness_version")
 INVALID = frozenset(c.value for c in INVALID_CLASSES)
 """Infrastructure-invalid terminal classes: retained, held out of the denominator."""
-TASK_INPUTS = ("task_id", "case_digest", "source_digest")
-"""Cohort inputs that name the task itself; every other input is suite configuration."""
 CLASSES = (
     "resolved",
     "model_failure",

@@ -32,19 +32,12 @@ from registry.evidence import (
 )
 from registry.query import connect, fetch
 from registry.store import Store
+from registry_schemas import CONFIGURATION_INPUTS
 
 if TYPE_CHECKING:
     import duckdb
 
-CONFIG_INPUTS = (
-    "prompt_digest",
-    "wiki_digest",
-    "tool_policy_digest",
-    "harness_package",
-    "grader_version",
-    "agent_system_digest",
-    "environment_digest",
-)
+CONFIG_INPUTS = tuple(name for name in CONFIGURATION_INPUTS if name != "budget")
 """Cohort inputs a selector may name directly (the budget is matched by `experiment`/`plan`)."""
 SELECTOR_KEYS = ("experiment", "plan", "agent_system", *ENVELOPE_KEYS, *CONFIG_INPUTS)
 _COLUMNS = (
@@ -294,9 +287,7 @@ def describe_groups(
     """Name units given as (system, run, inputs, attempts, tie-break key) and what differs."""
     skip = {*TASK_INPUTS, *exclude}
     inputs = sorted(
-        k
-        for k in groups[0][2]
-        if k not in skip and len({repr(g[2][k]) for g in groups}) > 1
+        k for k in groups[0][2] if k not in skip and len({repr(g[2][k]) for g in groups}) > 1
     )
     fields = [k for k in ENVELOPE_KEYS if len({g[0][k] for g in groups}) > 1] + (
         ["run"] if len({g[1] for g in groups}) > 1 else []

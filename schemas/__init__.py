@@ -3,7 +3,9 @@
 from .attempt import (
     ATTEMPT_SCHEMA,
     COHORT_SCHEME,
+    CONFIGURATION_INPUTS,
     INVALID_CLASSES,
+    TASK_INPUTS,
     VALID_CLASSES,
     AttemptRecord,
     CohortInputs,
@@ -113,6 +115,8 @@ __all__ = [
     "TokenStats",
     "ATTEMPT_SCHEMA",
     "COHORT_SCHEME",
+    "CONFIGURATION_INPUTS",
+    "TASK_INPUTS",
     "COMMIT_SCHEMA",
     "INVALID_CLASSES",
     "VALID_CLASSES",

@@ -21,6 +21,19 @@ from pydantic import (
 
 ATTEMPT_SCHEMA: Final = "registry.attempt/1"
 COHORT_SCHEME = "registry.cohort/1"
+TASK_INPUTS = ("task_id", "case_digest", "source_digest")
+"""Cohort inputs that name the task itself: its id, its own content and its starting source."""
+CONFIGURATION_INPUTS = (
+    "prompt_digest",
+    "wiki_digest",
+    "tool_policy_digest",
+    "budget",
+    "harness_package",
+    "grader_version",
+    "agent_system_digest",
+    "environment_digest",
+)
+"""Every other cohort input: the suite configuration, the same for every task of a suite."""
 MAX_SAFE_INTEGER = 2**53 - 1
 DIGEST_PATTERN = r"^blake3:[0-9a-f]{64}$"
 

@@ -14,21 +14,12 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .attempt import DIGEST_PATTERN
+from .attempt import CONFIGURATION_INPUTS, DIGEST_PATTERN
 
 PLAN_SCHEMA: Final = "registry.plan/1"
 VERDICT_TABLE: Final = "registry.compare/2"
 """The verdict table `registry compare` applies (d̄ against the MDD, Holm-adjusted sign test)."""
-HELD_FIXED_INPUTS = (
-    "prompt_digest",
-    "wiki_digest",
-    "tool_policy_digest",
-    "budget",
-    "harness_package",
-    "grader_version",
-    "agent_system_digest",
-    "environment_digest",
-)
+HELD_FIXED_INPUTS = CONFIGURATION_INPUTS
 """Cohort inputs a plan may hold fixed across its arms (the task's own inputs vary by task)."""
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
