@@ -267,7 +267,7 @@ def test_reports_root_option_reaches_show_and_missing_layer_is_one_line(
     path.unlink()
     listing = runner.invoke(app, ["reports", "--root", str(loaded_root)])
     assert listing.exit_code == 1
-    assert listing.stderr == f"Error: {report.path}: missing; run registry verify\n"
+    assert listing.stderr == f"Error: layer {report.path} is missing; run 'registry verify'\n"
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "html"])
