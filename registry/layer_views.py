@@ -61,6 +61,7 @@ _EXTRA: dict[str, list[tuple[str, pa.DataType]]] = {
     ],
     "comparison": [
         ("baseline", pa.string()),
+        ("plan_id", pa.string()),
         (
             "candidates",
             pa.list_(
@@ -74,6 +75,8 @@ _EXTRA: dict[str, list[tuple[str, pa.DataType]]] = {
                         ("mean_difference", pa.float64()),
                         ("mdd", pa.float64()),
                         ("sign_p_holm", pa.float64()),
+                        ("look", pa.int64()),
+                        ("decision", pa.string()),
                     ]
                 )
             ),
@@ -178,9 +181,15 @@ def _comparison(document: dict[str, Any]) -> dict[str, Any]:
                 "mean_difference": item.get("mean_difference"),
                 "mdd": item.get("mdd"),
                 "sign_p_holm": item.get("sign_test", {}).get("p_holm"),
+                "look": item.get("look"),
+                "decision": item.get("decision"),
             }
         )
-    return {"baseline": document.get("baseline"), "candidates": candidates}
+    return {
+        "baseline": document.get("baseline"),
+        "plan_id": document.get("plan_id"),
+        "candidates": candidates,
+    }
 
 
 def _summary(document: dict[str, Any]) -> dict[str, Any]:
