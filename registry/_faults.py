@@ -1,9 +1,10 @@
 """Crash points for the durability tests.
 
 `checkpoint(name)` kills the current process with SIGKILL when the environment variable
-`REGISTRY_CRASH_AT` names that point, so the tests can prove that an ingest interrupted at
-any step leaves a registry that verifies and that a re-run completes. Unset, it costs one
-dictionary lookup.
+`REGISTRY_CRASH_AT` names that point, so the tests can prove that an ingest or a retraction
+interrupted at any step leaves a registry that verifies and that a re-run completes. Unset, it
+costs one dictionary lookup. (The tests reach the steps of `report` and every durable write
+by wrapping `ledger.append` and `Store.put_file` in the child process instead.)
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ POINTS = (
     "after-segments-published",
     "after-commit",
 )
+"""The points of `ingest`, in order."""
+
+RETRACT_POINTS = ("retract-before-commit", "retract-after-commit")
+"""The points of `retract`: the ids are checked, then the retraction commit is appended."""
 
 
 def checkpoint(name: str) -> None:

@@ -23,6 +23,7 @@ import orjson
 import pyarrow as pa
 
 from registry import ledger
+from registry._faults import checkpoint
 from registry.errors import IntegrityError, RegistryError
 from registry.ledger import LedgerEntry
 from registry.store import Store
@@ -120,7 +121,9 @@ def retract(
         "retraction": {"attempt_ids": new, "reason": text, "commit_seq": commit_seq},
     }
     base = entries[-1].seq if entries else 0
+    checkpoint("retract-before-commit")
     entry, written = ledger.append(store, fields, already=lambda: _covered(store, base, new))
+    checkpoint("retract-after-commit")
     if not written:  # another writer retracted all of them meanwhile
         return RetractionResult([], sorted(wanted), text, None, commit_seq)
     return RetractionResult(new, already, text, entry, commit_seq)

@@ -1,6 +1,6 @@
-"""Crash safety: an ingest killed at any checkpoint leaves a registry that verifies, shows
-either the old rows or the old and new rows (never part of a batch), and a re-run completes
-without writing any attempt twice."""
+"""Crash safety: an ingest, report or retraction killed (SIGKILL) at any step leaves a registry
+that verifies, shows either the old state or the new one (never part of a batch), and a re-run
+completes without writing anything twice."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import registry
-from registry._faults import POINTS
+from registry._faults import POINTS, RETRACT_POINTS
 from registry_schemas import AttemptRecord
-from tests.conftest import make_record, write_jsonl
+from tests.conftest import QUICKSTART, make_record, write_jsonl
 
 CLI = "from registry_cli.main import main; main()"
 SPILLING_INGEST = (
@@ -110,3 +110,216 @@ def test_ingest_killed_at_checkpoint_leaves_a_consistent_registry(point, root, t
     assert set(_visible_ids(root)) == old_ids | new_ids
     raw = _raw_segment_ids(root)
     assert len(raw) == len(set(raw)) == len(old_ids) + len(new_ids)
+
+
+# --- report, retract and every durable write ----------------------------------------------
+#
+# `report` stores its layer through registry/layers.py, which has no checkpoint of its own:
+# the child process wraps `ledger.append` (kill just before or just after the layer commit)
+# and `Store.put_file` (kill before or after the Nth durable write of any command). Every
+# kill is a real SIGKILL of a real CLI process; nothing waits on a clock.
+
+FAULTY_CLI = """
+import os, signal, sys
+from registry import ledger, store
+
+spec = os.environ.get("REGISTRY_TEST_KILL", "")
+count_file = os.environ.get("REGISTRY_TEST_COUNT")
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if spec.startswith("append:"):
+    _, kind, when = spec.split(":")
+    original_append = ledger.append
+
+    def append(target, fields, already=None):
+        if fields.get("kind") == kind and when == "before":
+            die()
+        result = original_append(target, fields, already)
+        if fields.get("kind") == kind and when == "after":
+            die()
+        return result
+
+    ledger.append = append
+
+original_put = store.Store.put_file
+writes = []
+
+def put_file(self, temp_file, relative):
+    writes.append(relative)
+    if count_file:
+        with open(count_file, "a") as handle:
+            handle.write(relative + "\\n")
+    if spec == f"put:{len(writes)}:before":
+        die()
+    created = original_put(self, temp_file, relative)
+    if spec == f"put:{len(writes)}:after":
+        die()
+    return created
+
+store.Store.put_file = put_file
+from registry_cli.main import main
+main()
+"""
+TASK = "astropy__astropy-12907"
+
+
+def _cli(args: list[str], kill: str | None = None, count: Path | None = None):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("REGISTRY_CRASH_AT", "REGISTRY_TEST_KILL", "REGISTRY_TEST_COUNT")
+    }
+    if kill is not None:
+        env["REGISTRY_TEST_KILL"] = kill
+    if count is not None:
+        env["REGISTRY_TEST_COUNT"] = str(count)
+    return subprocess.run(
+        [sys.executable, "-c", FAULTY_CLI, *args], env=env, capture_output=True, text=True
+    )
+
+
+def _commits(root: Path, kind: str) -> list[registry.LedgerEntry]:
+    return [e for e in registry.read_ledger(registry.open_store(root)) if e.commit.kind == kind]
+
+
+def _verified(root: Path) -> registry.VerifyReport:
+    report = registry.verify(registry.open_store(root))
+    assert report.problems == [], report.problems
+    return report
+
+
+def _report_args(root: Path) -> list[str]:
+    return ["report", "--task", TASK, "--root", str(root), "--format", "json"]
+
+
+def _retract_args(root: Path) -> list[str]:
+    return ["retract", "--commit", "1", "--reason", "bad grader", "--root", str(root)]
+
+
+def _check_report_recovers(root: Path) -> None:
+    rerun = _cli(_report_args(root))
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["task_id"] == TASK
+    again = _cli(_report_args(root))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == rerun.stdout  # the same report, byte for byte
+    assert "(new," not in again.stderr
+    assert len(_commits(root, "layer")) == 1
+    assert len(registry.list_layers(registry.open_store(root), "report")) == 1
+    _verified(root)
+
+
+def _check_retract_recovers(root: Path, wanted: set[str]) -> None:
+    rerun = _cli(_retract_args(root))
+    assert rerun.returncode == 0, rerun.stderr
+    again = _cli(_retract_args(root))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"retracted 0 attempts, {len(wanted)} already retracted")
+    commits = _commits(root, "retraction")
+    assert len(commits) == 1
+    assert commits[0].commit.retraction is not None
+    assert set(commits[0].commit.retraction.attempt_ids) == wanted
+    store = registry.open_store(root)
+    assert set(registry.retracted_ids(registry.read_ledger(store))) == wanted
+    _verified(root)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_report_killed_around_its_layer_commit(when, root):
+    registry.ingest(root, [str(QUICKSTART)])
+
+    crashed = _cli(_report_args(root), kill=f"append:layer:{when}")
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    report = _verified(root)
+    layers = _commits(root, "layer")
+    if when == "before":  # the layer file is written, its commit is not: ignored by readers
+        assert layers == []
+        assert [p for p in report.unreferenced if p.startswith("layers/")] != []
+    else:
+        assert len(layers) == 1
+    _check_report_recovers(root)
+
+
+@pytest.mark.parametrize("point", RETRACT_POINTS)
+def test_retract_killed_at_checkpoint(point, root):
+    registry.ingest(root, [str(QUICKSTART)])
+    wanted = set(_visible_ids(root))
+    env_point = {"REGISTRY_CRASH_AT": point}
+
+    crashed = subprocess.run(
+        [sys.executable, "-c", CLI, *_retract_args(root)],
+        env={**os.environ, **env_point},
+        capture_output=True,
+        text=True,
+    )
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    _verified(root)
+    retracted = set(registry.retracted_ids(registry.read_ledger(registry.open_store(root))))
+    assert retracted == (wanted if point == "retract-after-commit" else set())
+    assert set(_visible_ids(root)) == (set() if retracted else wanted)
+    _check_retract_recovers(root, wanted)
+
+
+def _durable_writes(args: list[str], tmp_path: Path) -> list[str]:
+    """The root-relative paths a clean run of a command writes durably, in order."""
+    count = tmp_path / f"writes-{args[0]}.txt"
+    result = _cli(args, count=count)
+    assert result.returncode == 0, result.stderr
+    return count.read_text().splitlines()
+
+
+@pytest.mark.slow
+def test_every_durable_write_of_ingest_report_and_retract_killed(tmp_path):
+    """Kill before and after each durable write (segment, layer, commit) of three commands."""
+    old_records = _records("exp-old", tasks=3, repeats=4)
+    new_records = _records("exp-new", tasks=4, repeats=6)
+    old_ids, new_ids = _attempt_ids(old_records), _attempt_ids(new_records)
+    old_file = write_jsonl(tmp_path / "old.jsonl", old_records)
+    new_file = write_jsonl(tmp_path / "new.jsonl", new_records)
+
+    def fresh(name: str, with_new: bool = False) -> Path:
+        target = tmp_path / name
+        registry.ingest(target, [str(QUICKSTART if with_new else old_file)])
+        return target
+
+    probe = fresh("probe-ingest")
+    ingest_writes = _durable_writes(["ingest", str(new_file), "--root", str(probe)], tmp_path)
+    probe = fresh("probe-report", with_new=True)
+    report_writes = _durable_writes(_report_args(probe), tmp_path)
+    probe = fresh("probe-retract", with_new=True)
+    retract_writes = _durable_writes(_retract_args(probe), tmp_path)
+    assert len(ingest_writes) == 5 and len(report_writes) == 2 and len(retract_writes) == 1
+    trials = 0
+    for number in range(1, len(ingest_writes) + 1):
+        for when in ("before", "after"):
+            root = fresh(f"ingest-{number}-{when}")
+            args = ["ingest", str(new_file), "--root", str(root)]
+            assert _cli(args, kill=f"put:{number}:{when}").returncode == -signal.SIGKILL
+            _verified(root)
+            committed = number == len(ingest_writes) and when == "after"
+            assert set(_visible_ids(root)) == (old_ids | new_ids if committed else old_ids)
+            assert _cli(args).returncode == 0
+            assert registry.verify(registry.open_store(root)).attempts == len(old_ids | new_ids)
+            raw = _raw_segment_ids(root)
+            assert len(raw) == len(set(raw)) == len(old_ids | new_ids)
+            assert _cli(args).stdout.startswith(f"read {len(new_ids)} attempts: 0 new")
+            trials += 1
+    for number in range(1, len(report_writes) + 1):
+        for when in ("before", "after"):
+            root = fresh(f"report-{number}-{when}", with_new=True)
+            assert _cli(_report_args(root), kill=f"put:{number}:{when}").returncode == -9
+            _verified(root)
+            _check_report_recovers(root)
+            trials += 1
+    for when in ("before", "after"):
+        root = fresh(f"retract-{when}", with_new=True)
+        wanted = set(_visible_ids(root))
+        assert _cli(_retract_args(root), kill=f"put:1:{when}").returncode == -signal.SIGKILL
+        _verified(root)
+        _check_retract_recovers(root, wanted)
+        trials += 1
+    assert trials == 16

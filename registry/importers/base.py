@@ -199,7 +199,33 @@ def read_json(path: Path) -> Any:
         raise InputFormatError(f"{path}: not valid JSON ({exc})") from None
     if (key := duplicate_key(data, loaded)) is not None:
         raise InputFormatError(f"{path}: {duplicate_key_problem(key)}")
+    if nested_too_deeply(loaded):
+        raise InputFormatError(
+            f"{path}: JSON nested more than {MAX_DEPTH} levels deep; a harness's output "
+            "nests only a few"
+        )
     return loaded
+
+
+MAX_DEPTH = 100
+"""Deepest nesting an importer reads; deeper JSON would exhaust the recursion of readers."""
+
+
+def nested_too_deeply(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether lists and objects inside `value` nest more than `limit` levels (no recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 _NO_VALUE = object()
