@@ -184,3 +184,62 @@ def test_concurrent_reports_on_unchanged_evidence_record_one_layer(root, tmp_pat
     layer_commits = [e for e in registry.read_ledger(store) if e.commit.layer is not None]
     assert len(layer_commits) == 1
     assert sum("(new," in err for _, err in outputs) == 1
+
+
+def _small_batch(experiment: str) -> list[dict]:
+    # 3 tasks x 4 repeats: small, so that many writers stay cheap on a busy machine.
+    return [
+        make_record(experiment_id=experiment, task_id=f"task-{t}", repeat_index=r)
+        for t in range(3)
+        for r in range(4)
+    ]
+
+
+def _check_race(root: Path, batches: list[list[dict]], summaries: list[dict]) -> None:
+    """Every attempt once, one commit per sequence number in one chain, verify clean."""
+    expected = set().union(*(_attempt_ids(b) for b in batches))
+    for batch, summary in zip(batches, summaries, strict=True):
+        assert summary["read"] == len(batch)
+        assert summary["new"] + summary["already_present"] == summary["read"]
+    assert sum(s["new"] for s in summaries) == len(expected)  # nothing lost, nothing twice
+    store = registry.open_store(root)
+    visible = _visible_ids(store)
+    assert len(visible) == len(set(visible)) and set(visible) == expected
+    raw = _raw_segment_ids(store)
+    assert len(raw) == len(set(raw)) == len(expected)
+    entries = registry.read_ledger(store)
+    committed = sorted(s["commit_seq"] for s in summaries if s["commit_seq"] is not None)
+    assert [e.seq for e in entries] == committed == list(range(1, len(committed) + 1))
+    assert sorted(p.name for p in (root / "ledger").iterdir() if p.suffix == ".json") == [
+        f"{seq:012d}.json" for seq in committed
+    ]
+    for previous, entry in zip(entries, entries[1:], strict=False):
+        assert entry.commit.prev == previous.digest
+    claimed = [s.path for e in entries for s in e.commit.segments]
+    assert len(claimed) == len(set(claimed))
+    report = registry.verify(store)
+    assert report.problems == []
+    assert [p for p in report.unreferenced if not p.startswith("attempts/")] == []
+    assert report.attempts == len(expected)
+
+
+def _race(root: Path, tmp_path: Path, writers: int, overlapping: bool) -> None:
+    registry.open_store(root, create=True)
+    pool = [_small_batch(f"exp-{i}") for i in range(writers)]
+    # overlapping: writer i also carries writer i+1's attempts, so every attempt is offered
+    # by two writers and half the commits race for the same rows
+    batches = [pool[i] + pool[(i + 1) % writers] for i in range(writers)] if overlapping else pool
+    files = [write_jsonl(tmp_path / f"in-{i}.jsonl", b) for i, b in enumerate(batches)]
+    summaries = _ingest_at_once(root, files, tmp_path)
+    _check_race(root, batches, summaries)
+
+
+@pytest.mark.parametrize("overlapping", [False, True], ids=["disjoint", "overlapping"])
+def test_racing_writers(root, tmp_path, overlapping):
+    _race(root, tmp_path, WRITERS, overlapping)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overlapping", [False, True], ids=["disjoint", "overlapping"])
+def test_sixteen_racing_writers(root, tmp_path, overlapping):
+    _race(root, tmp_path, 16, overlapping)
