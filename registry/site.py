@@ -104,6 +104,8 @@ class SystemEntry:
     run: str | None
     name: str
     units: list[Unit] = field(default_factory=list)
+    tasks: set[str] = field(default_factory=set)
+    """Tasks the system has counted attempts on."""
 
     @property
     def label(self) -> str:
@@ -273,6 +275,7 @@ def _systems(
             reason = str(exc)
         members = unit_rows[(s.configuration_digest, key)]
         entry.units.append(Unit(s, selector.text, floor, reason, members))
+        entry.tasks.update(r["task_id"] for r in members)
     return sorted(systems.values(), key=lambda e: (e.label, repr(e.key)))
 
 

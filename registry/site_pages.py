@@ -303,10 +303,11 @@ def _task_body(data: SiteData, task: str, report: Any) -> list[str]:
     digest, path = report_layer(data, report)
     body = report_body(report)
     body.insert(2, _layer_line(data, digest, path, f"registry report --task {task!r}"))
-    links = []
-    for system in data.systems:
-        if any(task in {r["task_id"] for r in u.rows} for u in system.units):
-            links.append(_link(f"../systems/{system.name}", system.label))
+    links = [
+        _link(f"../systems/{system.name}", system.label)
+        for system in data.systems
+        if task in system.tasks
+    ]
     if links:
         body.insert(3, '<p class="meta">systems: ' + " · ".join(links) + "</p>")
     history = [v for v in data.layers if v.kind == "report" and v.subject == task]
