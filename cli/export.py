@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 import registry
-from registry.export import export_duckdb, export_parquet
 
 from .options import DEFAULT_ROOT, AsOfOption, IncludeRetractedOption, RootOption
 from .output import printable
@@ -33,10 +32,12 @@ def export(
         ctx.fail("give exactly one of --duckdb FILE or --parquet DIR")
     store = registry.open_store(root)
     if duckdb_file is not None:
-        result = export_duckdb(store, duckdb_file, as_of=as_of, include_retracted=include_retracted)
+        result = registry.export_duckdb(
+            store, duckdb_file, as_of=as_of, include_retracted=include_retracted
+        )
     else:
         assert parquet_dir is not None
-        result = export_parquet(
+        result = registry.export_parquet(
             store, parquet_dir, as_of=as_of, include_retracted=include_retracted
         )
     width = max(len(view) for view in result.rows)

@@ -10,7 +10,7 @@ import typer
 import registry
 
 if TYPE_CHECKING:
-    from registry.plans import FrozenPlan
+    from registry import FrozenPlan
 
 from .options import (
     DEFAULT_ROOT,
@@ -49,18 +49,16 @@ def freeze(
     output: FormatOption = SummaryFormat.table,
 ) -> None:
     """Validate a plan and freeze it: stored once by digest, recorded by a `plan` commit."""
-    from registry.plans import freeze_plan, load_plan, read_plan_file
-
-    plan = read_plan_file(file)
+    plan = registry.read_plan_file(file)
     store = registry.open_store(root, create=True)
     if replaces is not None:
-        previous = load_plan(store, replaces)
+        previous = registry.load_plan(store, replaces)
         if plan.replaces not in (None, previous.plan_id):
             raise registry.RegistryError(
                 f"--replaces {replaces}: {file} already names {plan.replaces} as its predecessor"
             )
         plan = plan.model_copy(update={"replaces": previous.plan_id})
-    frozen, created = freeze_plan(store, plan)
+    frozen, created = registry.freeze_plan(store, plan)
     summary = {
         "plan_id": frozen.plan_id,
         "created": created,
@@ -87,9 +85,7 @@ def list_(
     as_of: AsOfOption = None,
 ) -> None:
     """List frozen plans, oldest first, with the plan each one replaces."""
-    from registry.plans import list_plans
-
-    plans = list_plans(registry.open_store(root), as_of)
+    plans = registry.list_plans(registry.open_store(root), as_of)
     replaced_by = {p.replaces: p.plan_id for p in plans if p.replaces}
     rows = [_row(p, replaced_by.get(p.plan_id)) for p in plans]
     if output is SummaryFormat.json:
@@ -118,10 +114,8 @@ def show(
     output: FormatOption = SummaryFormat.json,
 ) -> None:
     """Print a frozen plan (its document is exactly what its digest covers)."""
-    from registry.plans import load_plan, plan_document
-
-    frozen = load_plan(registry.open_store(root), plan)
-    document = plan_document(frozen.plan)
+    frozen = registry.load_plan(registry.open_store(root), plan)
+    document = registry.plan_document(frozen.plan)
     if output is SummaryFormat.json:
         typer.echo(to_json({"plan_id": frozen.plan_id, "plan": document}))
         return
@@ -163,11 +157,9 @@ def status(
     include_retracted: IncludeRetractedOption = False,
 ) -> None:
     """Planned vs valid attempts per task × arm, and attempts outside the plan."""
-    from registry.plans import load_plan, plan_status
-
     store = registry.open_store(root)
-    frozen = load_plan(store, plan, as_of)
-    result = plan_status(store, frozen, as_of=as_of, include_retracted=include_retracted)
+    frozen = registry.load_plan(store, plan, as_of)
+    result = registry.plan_status(store, frozen, as_of=as_of, include_retracted=include_retracted)
     document = result.as_json()
     if output is SummaryFormat.json:
         typer.echo(to_json(document))
@@ -245,19 +237,17 @@ def size(
     include_retracted: IncludeRetractedOption = False,
 ) -> None:
     """Size an experiment before spending on it: attempts per arm, discordant pairs, MDD."""
-    from registry.plans import size_figures, system_rates
-
     measured = None
     if system is not None:
         store = registry.open_store(root)
-        measured = system_rates(
+        measured = registry.system_rates(
             store,
             registry.parse_selector(system),
             scope_of(task, tasks_file, plan, experiment),
             as_of=as_of,
             include_retracted=include_retracted,
         )
-    figures = size_figures(
+    figures = registry.size_figures(
         rates=rates,
         power=power,
         alpha=alpha,

@@ -28,9 +28,7 @@ def site(
     Plain HTML with inline SVG and one stylesheet: no scripts, no network. Every number is
     the one the matching command prints; regenerating on unchanged evidence rewrites nothing.
     """
-    from registry.site import build_site
-
-    result = build_site(registry.open_store(root), output, as_of=as_of)
+    result = registry.build_site(registry.open_store(root), output, as_of=as_of)
     typer.echo(
         printable(
             f"site {output}: {result.files} files ({result.written} written, "

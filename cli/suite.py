@@ -133,10 +133,8 @@ def compare(
     decision rule apply; overriding them needs --exploratory. Every comparison is numbered
     as a look at its pair; a second or later look is flagged.
     """
-    from registry.plans import find_plan
-
     store = registry.open_store(root)
-    frozen = find_plan(store, plan, as_of) if plan is not None else None
+    frozen = registry.find_plan(store, plan, as_of) if plan is not None else None
     if frozen is not None:
         baseline = baseline or frozen.plan.arms.baseline
         candidate = candidate or list(frozen.plan.arms.candidates)
