@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import tempfile
 from collections import Counter
@@ -106,11 +107,14 @@ def run_ingest(
     previous = Path.cwd()
     if cwd is not None:
         os.chdir(cwd)
+    peak = _peak_rss()
     try:
         result = _RUNNER.invoke(COMMAND, ["ingest", *args, "--root", str(reg.root)], input=stdin)
     finally:
         os.chdir(previous)
     problems = []
+    if (grown := _peak_rss() - peak) > MEMORY_GROWTH:
+        problems.append(f"memory: the peak resident size grew by {grown >> 20} MiB")
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         problems.append(f"traceback: {type(result.exception).__name__}: {result.exception}"[:500])
     if result.exit_code == 0 and not problems:
@@ -131,6 +135,14 @@ def run_ingest(
         problems.append("registry changed by a rejected input")
         reg.restore()
     return Outcome(False, problems, lines[0] if lines else "")
+
+
+MEMORY_GROWTH = 1 << 30
+"""An input that makes one ingest grow the process by more than this is a failure too."""
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
 def settle(outcome: Outcome, stats: Stats, save: dict[str, bytes] | Path, label: str) -> None:
@@ -173,10 +185,13 @@ def _tree_bytes(path: Path) -> dict[str, bytes]:
 
 
 def importer_fixture(name: str) -> Path:
-    """Return a small committed harness output for an importer."""
+    """Return a small committed harness output for an importer (inspect: one `.eval` log)."""
     return {
         "harbor": FIXTURES / "importers/harbor/tb2-terminus-gpt5",
         "terminal-bench": FIXTURES / "importers/terminal-bench/runs/2025-07-01__10-00-00",
         "swebench": FIXTURES / "importers/swebench/run",
-        "inspect": FIXTURES / "importers/inspect/arith",
+        "inspect": INSPECT_LOG,
     }[name]
+
+
+INSPECT_LOG = sorted((FIXTURES / "importers/inspect/arith").glob("*.eval"))[0]

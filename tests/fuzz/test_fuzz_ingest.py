@@ -45,19 +45,19 @@ SEEDS = seed_records()
 
 # Share of the long profile's inputs by format; the short profile runs SHORT of each.
 WEIGHTS = {
-    "jsonl": 0.22,
-    "json-array": 0.12,
-    "json-object": 0.1,
-    "stdin": 0.1,
-    "parquet": 0.2,
-    "harbor": 0.07,
-    "terminal-bench": 0.07,
-    "swebench": 0.07,
-    "inspect": 0.05,
+    "jsonl": 0.25,
+    "json-array": 0.14,
+    "json-object": 0.12,
+    "stdin": 0.12,
+    "parquet": 0.292,
+    "harbor": 0.025,
+    "terminal-bench": 0.025,
+    "swebench": 0.025,
+    "inspect": 0.008,
 }
 SHORT = {"inspect": 8, "parquet": 30}
 SHORT_DEFAULT = 30
-LONG_TOTAL = int(os.environ.get("REGISTRY_FUZZ_EXAMPLES", "100000"))
+LONG_TOTAL = int(os.environ.get("REGISTRY_FUZZ_EXAMPLES", "104000"))
 
 
 def _settings(kind: str) -> settings:
@@ -395,7 +395,12 @@ def _working_copy(name: str) -> Iterator[Path]:
     """A private copy of an importer's fixture, writable so files can be swapped in place."""
     reg = Registry()
     copy_of = reg.work / "input"
-    shutil.copytree(importer_fixture(name), copy_of, symlinks=True)
+    fixture = importer_fixture(name)
+    if fixture.is_file():
+        copy_of.mkdir()
+        shutil.copy(fixture, copy_of / fixture.name)
+    else:
+        shutil.copytree(fixture, copy_of, symlinks=True)
     try:
         yield copy_of
     finally:
