@@ -8,6 +8,8 @@ that names them exists.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
 import time
@@ -22,7 +24,7 @@ from pydantic import ValidationError
 
 from registry.canonical import canonical_json
 from registry.digest import PREFIX, digest_bytes, hex_of
-from registry.errors import IntegrityError, LedgerConflictError, RegistryError
+from registry.errors import IntegrityError, LedgerConflictError, RegistryError, StorageError
 from registry.store import Store
 from registry_schemas import Commit
 
@@ -84,14 +86,24 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
     segment is named by two commits. `registry verify` walks the ledger on its own, so it
     can name every problem instead of stopping at the first.
 
+    Commits up to the newest usable checkpoint are taken from it (one file per checkpoint
+    instead of one per commit): its commits are re-hashed, their `prev` chain checked, and
+    its last commit's digest compared with the commit file on disk. A checkpoint that fails
+    any check is not used (the commit files are read instead; `registry verify` names it).
+
     Raises:
         IntegrityError: a commit does not parse, is out of place, breaks the chain or names
             a path that is not the well-formed path of its object.
     """
-    names = sorted(p.name for p in store.ledger_dir.glob("*.json") if is_commit_name(p.name))
-    entries: list[LedgerEntry] = []
+    from registry.checkpoints import load_checkpointed
+
+    names = sorted(n for n in os.listdir(store.ledger_dir) if is_commit_name(n))
+    entries = load_checkpointed(store, names)
     claimed: set[str] = set()
-    for expected, name in enumerate(names, start=1):
+    for expected, entry in enumerate(entries, start=1):
+        _check_entry(entry, expected, entries[expected - 2].digest if expected > 1 else None)
+        _claim(entry, claimed)
+    for expected, name in enumerate(names[len(entries) :], start=len(entries) + 1):
         relative = f"ledger/{name}"
         try:
             entry = read_entry(store.ledger_dir / name)
@@ -100,18 +112,33 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
         if entry.seq != expected or commit_name(entry.seq) != relative:
             missing = f"commit {expected} is missing" if int(name[:12]) > expected else ""
             raise _damaged(relative, missing or f"sequence number {entry.seq} out of place")
-        prev = entries[-1].digest if entries else None
-        if entry.commit.prev != prev:
-            raise _damaged(relative, f"prev does not match the digest of commit {expected - 1}")
-        problems = path_problems(entry.commit)
-        if problems:
-            raise _damaged(relative, problems[0])
-        for segment in entry.commit.segments:
-            if segment.path in claimed:
-                raise _damaged(relative, f"{segment.path} is already named by an earlier commit")
-            claimed.add(segment.path)
+        _check_entry(entry, expected, entries[-1].digest if entries else None)
+        _claim(entry, claimed)
         entries.append(entry)
     return entries
+
+
+def _check_entry(entry: LedgerEntry, expected: int, prev: str | None) -> None:
+    relative = commit_name(entry.seq)
+    if entry.commit.prev != prev:
+        raise _damaged(relative, f"prev does not match the digest of commit {expected - 1}")
+    problems = path_problems(entry.commit)
+    if problems:
+        raise _damaged(relative, problems[0])
+
+
+def _claim(entry: LedgerEntry, claimed: set[str]) -> None:
+    for path in segment_paths(entry.commit):
+        if path in claimed:
+            raise _damaged(commit_name(entry.seq), f"{path} is already named by an earlier commit")
+        claimed.add(path)
+
+
+def segment_paths(commit: Commit) -> list[str]:
+    """Return the paths of the segments a commit writes (ingest segments or packed ones)."""
+    if commit.pack is not None:
+        return [segment.path for segment in commit.pack.segments]
+    return [segment.path for segment in commit.segments]
 
 
 def _damaged(relative: str, why: str) -> IntegrityError:
@@ -128,7 +155,8 @@ def path_problems(commit: Commit) -> list[str]:
     object's file.
     """
     problems = []
-    for segment in commit.segments:
+    packed = commit.pack.segments if commit.pack is not None else []
+    for segment in [*commit.segments, *packed]:
         match = SEGMENT_PATH.fullmatch(segment.path)
         expected = (hex_of(segment.cohort_key), hex_of(segment.digest))
         if match is None:
@@ -137,6 +165,14 @@ def path_problems(commit: Commit) -> list[str]:
             )
         elif match.groups() != expected:
             problems.append(f"segment path {segment.path} does not match its cohort key and digest")
+    for packed_segment in packed:
+        for path in packed_segment.supersedes:
+            found = SEGMENT_PATH.fullmatch(path)
+            if found is None or found.group(1) != hex_of(packed_segment.cohort_key):
+                problems.append(
+                    f"superseded path {path!r} is not a segment path of cohort "
+                    f"{hex_of(packed_segment.cohort_key)[:12]}"
+                )
     layer = commit.layer
     if layer is not None:
         match = LAYER_PATH.fullmatch(layer.path)
@@ -248,16 +284,63 @@ def now_utc() -> str:
 def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any]) -> str | None:
     """Publish commit `seq` chained to `prev` if that number is free; return its digest.
 
+    The commit records the attempt-id Merkle tree after it (`merkle_size`, `merkle_root`,
+    `merkle_frontier`): the previous commit's tree, extended by the attempt ids of an ingest
+    commit's segments, which must already be published. When `seq` is a multiple of
+    `checkpoints.INTERVAL`, a checkpoint covering it is written afterwards (create if absent;
+    a checkpoint the file system refuses is left for a later writer or `registry checkpoint`).
     Returns None when another writer already holds `seq` (the caller re-reads and retries).
     """
+    from registry import checkpoints
+
+    tree = merkle_fields(store, seq, prev, fields)
     commit = Commit.model_validate(
-        {"seq": seq, "prev": prev, "created_at": now_utc(), **fields}, strict=False
+        {"seq": seq, "prev": prev, "created_at": now_utc(), **fields, **tree}, strict=False
     )
     data = encode_commit(commit)
     with store.temp_area() as area:
         if not store.put_bytes(data, commit_name(seq), area):
             return None
+    if seq % checkpoints.INTERVAL == 0:
+        with contextlib.suppress(StorageError):
+            checkpoints.write_checkpoint(store, seq)
     return digest_bytes(data)
+
+
+def merkle_fields(
+    store: Store, seq: int, prev: str | None, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """Return the Merkle fields of commit `seq` whose predecessor has digest `prev`.
+
+    Empty (the commit records no tree) when a segment the tree needs is missing, unreadable
+    or not at a well-formed path: the ledger is damaged and `registry verify` names it.
+    """
+    from registry import merkle
+
+    frontier: list[bytes] = []
+    size = 0
+    try:
+        if seq > 1:
+            before = entry_at(store, seq - 1)
+            commit = before.commit
+            if before.digest == prev and commit.merkle_frontier is not None:
+                frontier = [merkle.from_digest(h) for h in commit.merkle_frontier]
+                size = commit.merkle_size or 0
+            else:  # written before commits carried the tree: derive it once from the ledger
+                earlier = [e for e in read_ledger(store) if e.seq < seq]
+                frontier, size = merkle.extend([], 0, merkle.leaf_hashes(store, earlier))
+        if fields.get("kind") == "ingest":
+            paths = [str(segment["path"]) for segment in fields.get("segments", [])]
+            if any(SEGMENT_PATH.fullmatch(path) is None for path in paths):
+                return {}
+            frontier, size = merkle.extend(frontier, size, merkle.path_leaf_hashes(store, paths))
+    except (IntegrityError, OSError):
+        return {}
+    return {
+        "merkle_size": size,
+        "merkle_root": merkle.as_digest(merkle.root_of_frontier(frontier)),
+        "merkle_frontier": [merkle.as_digest(h) for h in frontier],
+    }
 
 
 def digest_at(store: Store, seq: int) -> str | None:

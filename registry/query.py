@@ -37,9 +37,8 @@ from registry.store import Store
 from registry.tables import ATTEMPT_SCHEMA
 from registry_schemas import SegmentEntry
 
-_SEGMENTS_SCHEMA = pa.schema(
+_PROVENANCE_SCHEMA = pa.schema(
     [
-        ("path", pa.string()),
         ("commit_seq", pa.int64()),
         ("commit_digest", pa.string()),
         ("source", pa.string()),
@@ -47,11 +46,15 @@ _SEGMENTS_SCHEMA = pa.schema(
     ]
 )
 
+# Each row is attributed to the commit that added it: its segment's commit, or for a packed
+# segment (which merges rows of many commits) the `commit_seq` the row carries.
 _ATTEMPTS_ALL_VIEW = """
 CREATE VIEW _attempts_all AS
-SELECT r.* EXCLUDE (filename), s.commit_seq, s.commit_digest, s.source, s.ingested_at
+SELECT r.* EXCLUDE (filename, commit_seq), c.commit_seq, c.commit_digest, c.source,
+       c.ingested_at
 FROM _attempt_rows r JOIN _segments s ON r.filename = s.path
-QUALIFY row_number() OVER (PARTITION BY r.attempt_id ORDER BY s.commit_seq, s.path) = 1
+JOIN _provenance c ON c.commit_seq = coalesce(r.commit_seq, s.commit_seq)
+QUALIFY row_number() OVER (PARTITION BY r.attempt_id ORDER BY c.commit_seq, s.path) = 1
 """
 
 _COHORTS_VIEW = """
@@ -153,12 +156,8 @@ def _build(
     layer_views: Iterable[str],
 ) -> None:
     con.register("_segments", segments)
-    files = segments.column("path").to_pylist()
-    if files:
-        con.read_parquet(files, filename=True).create_view("_attempt_rows")
-    else:
-        empty = ATTEMPT_SCHEMA.empty_table().append_column("filename", pa.array([], pa.string()))
-        con.register("_attempt_rows", empty)
+    _attempt_rows(con, segments).create_view("_attempt_rows")
+    con.register("_provenance", _provenance_table(entries))
     con.register("_commits", _commit_table(entries))
     con.register("_retractions", retraction_table(entries))
     con.execute(_MACROS)
@@ -377,29 +376,69 @@ def _check_segment(store: Store, segment: SegmentEntry) -> None:
 
 
 def _segment_table(store: Store, entries: list[LedgerEntry], wanted: set[str] | None) -> pa.Table:
-    rows = []
-    for entry in entries:
-        commit = entry.commit
-        source = "; ".join(s.path for s in commit.sources)
-        for segment in commit.segments:
-            if wanted is not None and wanted.isdisjoint(segment.task_ids):
-                continue
-            _check_segment(store, segment)
-            rows.append(
-                {
-                    "path": str(store.resolve(segment.path)),
-                    "commit_seq": commit.seq,
-                    "commit_digest": entry.digest,
-                    "source": source,
-                    "ingested_at": commit.created_at,
-                }
-            )
-    table = pa.Table.from_pylist(
-        rows, schema=_SEGMENTS_SCHEMA.set(4, pa.field("ingested_at", pa.string()))
+    """Return the live segments to read (path, commit, packed), each checked against its digest.
+
+    A segment superseded by a `pack` commit of `entries` is not read: the packed one is.
+    """
+    from registry.pack import live_segments
+
+    paths, seqs, packed = [], [], []
+    for live in live_segments(entries):
+        if wanted is not None and wanted.isdisjoint(live.segment.task_ids):
+            continue
+        _check_segment(store, live.segment)
+        paths.append(str(store.resolve(live.segment.path)))
+        seqs.append(live.entry.seq)
+        packed.append(live.packed)
+    return pa.table(
+        {
+            "path": pa.array(paths, pa.string()),
+            "commit_seq": pa.array(seqs, pa.int64()),
+            "packed": pa.array(packed, pa.bool_()),
+        }
     )
-    return table.set_column(
-        4, _SEGMENTS_SCHEMA.field(4), table["ingested_at"].cast(_SEGMENTS_SCHEMA.field(4).type)
+
+
+def _attempt_rows(con: duckdb.DuckDBPyConnection, segments: pa.Table) -> duckdb.DuckDBPyRelation:
+    """Return the rows of the segments, with `filename` and each row's own `commit_seq`.
+
+    Ingest segments have no `commit_seq` column (NULL: their commit's); packed ones do.
+    """
+    names = ", ".join(f'"{f.name}"' for f in ATTEMPT_SCHEMA)
+    paths = segments.column("path").to_pylist()
+    packed = segments.column("packed").to_pylist()
+    plain = [p for p, is_packed in zip(paths, packed, strict=True) if not is_packed]
+    merged = [p for p, is_packed in zip(paths, packed, strict=True) if is_packed]
+    relations = []
+    if plain:
+        relation = con.read_parquet(plain, filename=True)
+        relations.append(relation.project(f"{names}, filename, NULL::BIGINT AS commit_seq"))
+    if merged:
+        relation = con.read_parquet(merged, filename=True)
+        relations.append(relation.project(f"{names}, filename, commit_seq"))
+    if not relations:
+        empty = ATTEMPT_SCHEMA.empty_table()
+        empty = empty.append_column("filename", pa.array([], pa.string()))
+        empty = empty.append_column("commit_seq", pa.array([], pa.int64()))
+        return con.from_arrow(empty)
+    return relations[0] if len(relations) == 1 else relations[0].union(relations[1])
+
+
+def _provenance_table(entries: list[LedgerEntry]) -> pa.Table:
+    """Return the commit, digest, sources and time of every ingest commit, by sequence."""
+    ingests = [e for e in entries if e.commit.kind == "ingest"]
+    table = pa.table(
+        {
+            "commit_seq": pa.array([e.seq for e in ingests], pa.int64()),
+            "commit_digest": pa.array([e.digest for e in ingests], pa.string()),
+            "source": pa.array(
+                ["; ".join(s.path for s in e.commit.sources) for e in ingests], pa.string()
+            ),
+            "ingested_at": pa.array([e.commit.created_at for e in ingests], pa.string()),
+        }
     )
+    utc = _PROVENANCE_SCHEMA.field("ingested_at")
+    return table.set_column(3, utc, table["ingested_at"].cast(utc.type))
 
 
 def _commit_table(entries: list[LedgerEntry]) -> pa.Table:

@@ -5,7 +5,10 @@ a commit names that is not the well-formed path of its object inside the root, a
 named by two commits, a missing or altered segment or layer, a segment whose rows are not
 the count and task ids its commit records, a row whose content no longer yields its attempt
 id, a retraction naming an attempt that no earlier commit added (or not in the commit it
-names), and, given an expected head, a ledger that no longer extends it.
+names), a packed segment that does not hold exactly the rows of the segments it supersedes,
+a commit whose Merkle tree fields differ from the tree over the attempt ids before it, a
+checkpoint that differs from the one rebuilt from the commits, and, given an expected head,
+a ledger that no longer extends it.
 Retracted attempts are still checked like every other: a retraction withdraws, never deletes.
 Unreferenced files are listed separately: an interrupted or in-flight writer leaves fully
 written objects that no commit names yet; queries never read them, so they are not damage.
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from registry import ledger
+from registry import checkpoints, ledger, merkle
 from registry.digest import digest_file
 from registry.errors import IntegrityError
 from registry.keys import derive_keys
@@ -25,6 +28,7 @@ from registry.retract import retracted_ids
 from registry.store import MARKER, Store
 from registry.tables import read_segment, table_to_records
 from registry_schemas import Commit, SegmentEntry
+from registry_schemas.ledger import PackedSegment
 
 
 @dataclass
@@ -39,6 +43,10 @@ class VerifyReport:
     """Retraction commits checked."""
     retracted: int = 0
     """Distinct attempts the retraction commits withdraw."""
+    packs: int = 0
+    """Pack commits checked."""
+    checkpoints: int = 0
+    """Checkpoints checked."""
     problems: list[str] = field(default_factory=list)
     unreferenced: list[str] = field(default_factory=list)
 
@@ -66,10 +74,21 @@ def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> Ve
     if expected is not None:
         _check_head(entries, expected, report)
     retractions = _Retractions(entries)
+    tree = _Tree()
     claimed: dict[str, int] = {}
     for entry in entries:
         referenced.add(ledger.commit_name(entry.seq))
         retractions.check(entry, report)
+        _check_pack(store, entries, entry, report)
+        for segment in _packed(entry.commit):
+            referenced.add(segment.path)
+            first = claimed.setdefault(segment.path, entry.seq)
+            if first != entry.seq:
+                report.problems.append(
+                    f"{ledger.commit_name(entry.seq)}: names segment {segment.path}, "
+                    f"already named by commit {first}"
+                )
+            report.segments += 1
         for segment in entry.commit.segments:
             referenced.add(segment.path)
             first = claimed.setdefault(segment.path, entry.seq)
@@ -81,8 +100,12 @@ def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> Ve
             if ledger.SEGMENT_PATH.fullmatch(segment.path) is None:
                 report.segments += 1
                 retractions.add(entry.seq, None)
+                tree.add(None)
                 continue  # never read a path that may lie outside the root
-            retractions.add(entry.seq, _check_segment(store, segment, report))
+            ids = _check_segment(store, segment, report)
+            retractions.add(entry.seq, ids)
+            tree.add(ids if entry.commit.kind == "ingest" else [])
+        tree.check(entry, report)
         layer = entry.commit.layer
         if layer is not None:
             referenced.add(layer.path)
@@ -94,6 +117,10 @@ def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> Ve
             referenced.add(plan.path)
             if ledger.PLAN_PATH.fullmatch(plan.path) is not None:
                 _check_object(store, plan.path, plan.digest, report)
+    problems, good = checkpoints.checkpoint_problems(store, entries)
+    report.problems.extend(problems)
+    referenced.update(good)
+    report.checkpoints = len(good) + len(problems)
     report.unreferenced = _unreferenced(store, referenced)
     report.retracted = len(retracted_ids(entries))
     return report
@@ -165,6 +192,108 @@ class _Retractions:
                 f"{relative}: retracts attempt {outside[0]}{more} as part of commit {target}, "
                 "which does not hold it"
             )
+
+
+class _Tree:
+    """The RFC 9162 tree over the attempt ids of the ingest segments, as the walk reads them."""
+
+    def __init__(self) -> None:
+        self.frontier: list[bytes] = []
+        self.size = 0
+        self.broken = False
+        """A segment could not be read: the tree after it is unknown (damage reported)."""
+
+    def add(self, attempt_ids: list[str] | None) -> None:
+        """Append the ids of one segment (None: it could not be read)."""
+        if attempt_ids is None:
+            self.broken = True
+            return
+        hashes = (merkle.leaf_hash(merkle.leaf_of(i)) for i in attempt_ids)
+        self.frontier, self.size = merkle.extend(self.frontier, self.size, hashes)
+
+    def check(self, entry: ledger.LedgerEntry, report: VerifyReport) -> None:
+        """Compare a commit's Merkle fields (where it has them) with the tree so far."""
+        commit = entry.commit
+        if self.broken or commit.merkle_size is None and commit.merkle_root is None:
+            return
+        recorded = (commit.merkle_size, commit.merkle_root, commit.merkle_frontier)
+        actual = (
+            self.size,
+            merkle.as_digest(merkle.root_of_frontier(self.frontier)),
+            [merkle.as_digest(h) for h in self.frontier],
+        )
+        if recorded != actual:
+            report.problems.append(
+                f"{ledger.commit_name(entry.seq)}: Merkle tree fields (size "
+                f"{commit.merkle_size}, root {commit.merkle_root}) differ from the tree over "
+                f"the attempt ids up to it (size {actual[0]}, root {actual[1]})"
+            )
+
+
+def _packed(commit: Commit) -> list[PackedSegment]:
+    return list(commit.pack.segments) if commit.pack is not None else []
+
+
+def _check_pack(
+    store: Store,
+    entries: list[ledger.LedgerEntry],
+    entry: ledger.LedgerEntry,
+    report: VerifyReport,
+) -> None:
+    """Check a pack commit: each packed segment holds exactly the rows it supersedes."""
+    from registry import pack
+
+    commit, relative = entry.commit, ledger.commit_name(entry.seq)
+    if (commit.kind == "pack") != (commit.pack is not None):
+        what = "names no packed segments" if commit.pack is None else "is not a pack"
+        report.problems.append(f"{relative}: kind {commit.kind} but the pack field {what}")
+    if commit.pack is None:
+        return
+    report.packs += 1
+    if commit.segments or commit.sources or commit.layer is not None:
+        report.problems.append(f"{relative}: a pack commit also adds evidence")
+    live = {item.segment.path: item for item in pack.live_segments(entries[: entry.seq - 1])}
+    for segment in commit.pack.segments:
+        missing = [p for p in segment.supersedes if p not in live]
+        if missing or len(set(segment.supersedes)) != len(segment.supersedes):
+            report.problems.append(
+                f"{relative}: packed segment {segment.path} supersedes "
+                f"{missing[0] if missing else 'a segment twice'}, which is not a live segment "
+                "before it"
+            )
+            continue
+        paths = [segment.path, *segment.supersedes]
+        if any(ledger.SEGMENT_PATH.fullmatch(path) is None for path in paths):
+            continue  # named by the path check; never read a path that may lie outside the root
+        if not _check_object(store, segment.path, segment.digest, report):
+            continue
+        try:
+            replaced = [pack.attributed_table(store, live[p]) for p in segment.supersedes]
+            packed = read_segment(store.resolve(segment.path))
+        except (IntegrityError, pa.ArrowException, OSError):
+            report.problems.append(
+                f"{segment.path}: cannot compare with the segments it supersedes (one is "
+                "missing, damaged or unreadable)"
+            )
+            continue
+        task_ids = sorted(set(packed.column("task_id").to_pylist()))
+        if len(packed) != segment.rows or task_ids != segment.task_ids:
+            report.problems.append(
+                f"{segment.path}: {len(packed)} rows of tasks {_listed(task_ids)}, ledger says "
+                f"{segment.rows} rows of tasks {_listed(segment.task_ids)}"
+            )
+        keys = [("attempt_id", "ascending"), ("commit_seq", "ascending")]
+        if not _same_rows(pa.concat_tables(replaced), packed, keys):
+            report.problems.append(
+                f"{segment.path}: does not hold exactly the rows (attempt ids, content and "
+                "commits) of the segments it supersedes"
+            )
+
+
+def _same_rows(expected: pa.Table, actual: pa.Table, keys: list[tuple[str, str]]) -> bool:
+    if expected.schema != actual.schema or len(expected) != len(actual):
+        return False
+    return bool(expected.sort_by(keys).equals(actual.sort_by(keys)))
 
 
 def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
@@ -279,7 +408,7 @@ def _listed(task_ids: list[str]) -> str:
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
     found = []
-    for top in ("attempts", "ledger", "layers", "plans", "tmp"):
+    for top in ("attempts", "ledger", "layers", "plans", "tmp", checkpoints.DIRECTORY):
         for path in sorted(store.resolve(top).rglob("*")):
             relative = path.relative_to(store.root).as_posix()
             if path.is_file() and relative not in referenced:
