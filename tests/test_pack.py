@@ -161,9 +161,9 @@ def test_a_pack_that_drops_a_row_is_named_by_verify(tmp_path):
     table = read_segment(store.resolve(packed.path)).slice(1)
     forged = _forge_pack(store, entry, packed.cohort_key, table, packed.supersedes)
     report = verify(store)
-    assert any(
-        forged in p and "does not hold exactly the rows" in p for p in report.problems
-    ), report.problems
+    assert any(forged in p and "does not hold exactly the rows" in p for p in report.problems), (
+        report.problems
+    )
 
 
 def test_a_pack_that_changes_a_row_commit_is_named_by_verify(tmp_path):
@@ -201,7 +201,9 @@ def _forge_pack(
     name = store.resolve(ledger.commit_name(entry.seq))
     os.chmod(name, 0o644)
     name.unlink()
-    assert ledger.try_append(store, entry.seq, entry.commit.prev, {"kind": "pack", "pack": {"segments": [segment]}})
+    assert ledger.try_append(
+        store, entry.seq, entry.commit.prev, {"kind": "pack", "pack": {"segments": [segment]}}
+    )
     return path
 
 
