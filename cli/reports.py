@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
 import registry
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 from .options import (
     DEFAULT_ROOT,
@@ -27,21 +29,22 @@ from .options import (
 )
 from .output import print_table, to_json
 
-RENDERERS: dict[tuple[str, ReportFormat], Callable[[Any], str]] = {
-    ("report", ReportFormat.table): registry.render_table,
-    ("report", ReportFormat.markdown): registry.render_markdown,
-    ("report", ReportFormat.html): registry.render_html,
-    ("comparison", ReportFormat.table): registry.render_comparison_table,
-    ("comparison", ReportFormat.markdown): registry.render_comparison_markdown,
-    ("comparison", ReportFormat.html): registry.render_comparison_html,
-    ("summary", ReportFormat.table): registry.render_summary_table,
-    ("summary", ReportFormat.markdown): lambda x: registry.render_suite.render_summary_markdown(x),
-    ("summary", ReportFormat.html): lambda x: registry.render_suite.render_summary_html(x),
-    ("noise", ReportFormat.table): registry.render_noise_table,
-    ("noise", ReportFormat.markdown): lambda x: registry.render_suite.render_noise_markdown(x),
-    ("noise", ReportFormat.html): lambda x: registry.render_suite.render_noise_html(x),
+RENDERERS: dict[tuple[str, ReportFormat], str] = {
+    ("report", ReportFormat.table): "render_table",
+    ("report", ReportFormat.markdown): "render_markdown",
+    ("report", ReportFormat.html): "render_html",
+    ("comparison", ReportFormat.table): "render_comparison_table",
+    ("comparison", ReportFormat.markdown): "render_comparison_markdown",
+    ("comparison", ReportFormat.html): "render_comparison_html",
+    ("summary", ReportFormat.table): "render_summary_table",
+    ("summary", ReportFormat.markdown): "render_summary_markdown",
+    ("summary", ReportFormat.html): "render_summary_html",
+    ("noise", ReportFormat.table): "render_noise_table",
+    ("noise", ReportFormat.markdown): "render_noise_markdown",
+    ("noise", ReportFormat.html): "render_noise_html",
 }
-"""How each layer kind renders; JSON is every kind's document."""
+"""How each layer kind renders (names in `registry`, looked up only when rendering, so the
+command starts without the renderers); JSON is every kind's document."""
 
 
 def _render(layer: BaseModel, output: ReportFormat, kind: str = "report") -> str:
@@ -53,7 +56,8 @@ def _render(layer: BaseModel, output: ReportFormat, kind: str = "report") -> str
             f"a {kind} layer has no {output} rendering; use --format json"
             + (" or table" if (kind, ReportFormat.table) in RENDERERS else "")
         )
-    return renderer(layer)
+    render: Callable[[Any], str] = getattr(registry, renderer)
+    return render(layer)
 
 
 class LayerKind(StrEnum):

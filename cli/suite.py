@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
 import registry
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 from .options import (
     DEFAULT_ROOT,
@@ -240,7 +242,7 @@ def noise(
         typer.Option(
             "--simulations", metavar="N", min=1, help="Simulated pairs of identical runs."
         ),
-    ] = registry.DEFAULT_SIMULATIONS,
+    ] = 100_000,  # registry.DEFAULT_SIMULATIONS, written out so --help imports no engine
     seed: Annotated[
         int, typer.Option("--seed", metavar="N", min=0, help="Simulation seed (recorded).")
     ] = 0,

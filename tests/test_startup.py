@@ -23,13 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("duckdb", "pyarrow", "scipy", "numpy", "statsmodels", "inspect_ai")
 """Top-level packages a command that reads no data must not import."""
 
-CLI_STILL_EAGER = pytest.mark.xfail(
-    strict=True,
-    reason="at import, cli/export.py imports registry.export, cli/suite.py evaluates "
-    "registry.DEFAULT_SIMULATIONS as an option default, cli/reports.py builds RENDERERS from "
-    "registry.render_*, and both import pydantic.BaseModel outside TYPE_CHECKING",
-)
-
 
 def _loaded(code: str, *args: str, roots: tuple[str, ...] = HEAVY) -> list[str]:
     """Run `code` in a fresh interpreter; return the `roots` packages it left imported."""
@@ -68,12 +61,10 @@ def test_import_registry_loads_nothing_heavy():
     assert _loaded(code) == []
 
 
-@CLI_STILL_EAGER
 def test_cli_import_loads_no_engine():
     assert _loaded("import registry_cli.main") == []
 
 
-@CLI_STILL_EAGER
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_help_and_version_load_no_engine(flag):
     code = "import sys; sys.argv[0] = 'registry'\nfrom registry_cli.main import main\nmain()\n"
@@ -181,3 +172,12 @@ def test_report_latency_benchmark_smoke():
     timings = bench.run(attempts=200, tasks=10, rounds=1, warmup=False)
     assert set(timings) == {bench.REFERENCE, "registry report --task"}
     assert all(t.best() > 0 for t in timings.values())
+
+
+def test_noise_simulations_default_is_the_library_default():
+    import inspect
+
+    from registry_cli import suite
+
+    default = inspect.signature(suite.noise).parameters["simulations"].default
+    assert default == registry.DEFAULT_SIMULATIONS
