@@ -87,9 +87,11 @@ def find_regressions(
     skipped: list[NotExamined] = []
     tracks = _tracks(rows, track)
     for name, members in tracks:
-        for task_id in sorted({r["task_id"] for r in members}):
-            task_rows = [r for r in members if r["task_id"] == task_id]
-            found = _pair_of(task_id, name, task_rows, since_seq)
+        by_task: dict[str, list[dict[str, Any]]] = {}
+        for row in members:
+            by_task.setdefault(row["task_id"], []).append(row)
+        for task_id in sorted(by_task):
+            found = _pair_of(task_id, name, by_task[task_id], since_seq)
             if isinstance(found, _Pair):
                 pairs.append(found)
             else:
