@@ -28,7 +28,9 @@ from .options import (
     stdout,
 )
 from .output import print_table, printable, rows_as_dicts, to_csv, to_json
+from .pack import pack
 from .plan import plan_app
+from .proof import proof_app
 from .site import site
 
 PROGRESS_MIN_BYTES = 16 << 20
@@ -349,6 +351,8 @@ app.command()(regressions.regressions)
 app.command()(export)
 app.command()(head)
 app.command()(site)
+app.command()(pack)
+app.add_typer(proof_app, name="proof")
 
 
 def main() -> None:

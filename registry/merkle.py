@@ -25,16 +25,18 @@ functions `verify_inclusion` and `verify_consistency` are the verification algor
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import blake3
 
 from registry.digest import PREFIX, hex_of
-from registry.errors import IntegrityError
+from registry.errors import IntegrityError, ObjectNotFoundError, RegistryError
 
 if TYPE_CHECKING:
     from registry.ledger import LedgerEntry
     from registry.store import Store
+    from registry_schemas import SegmentEntry
 
 EMPTY_ROOT = blake3.blake3(b"").digest()
 """The hash of the empty tree (RFC 9162: the hash of an empty string)."""
@@ -245,3 +247,140 @@ def leaf_hashes(store: Store, entries: Iterable[LedgerEntry]) -> Iterator[bytes]
     """Yield the leaf hashes of the tree, in tree order, for these commits."""
     for attempt_id in leaf_ids(store, entries):
         yield leaf_hash(leaf_of(attempt_id))
+
+
+class ProofError(RegistryError, ValueError):
+    """A proof was asked for an attempt or commits the registry does not hold."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class InclusionProof:
+    """An RFC 9162 audit path: attempt `attempt_id` is leaf `leaf_index` of the tree at `seq`."""
+
+    attempt_id: str
+    leaf_index: int
+    tree_size: int
+    seq: int
+    commit_digest: str
+    root: str
+    path: list[str]
+
+
+@dataclass(frozen=True)
+class ConsistencyProof:
+    """An RFC 9162 consistency proof: the tree at `new_seq` extends the tree at `old_seq`."""
+
+    old_seq: int
+    new_seq: int
+    old_size: int
+    new_size: int
+    old_root: str
+    new_root: str
+    path: list[str]
+
+
+def _checked_ids(store: Store, segment: SegmentEntry) -> list[str]:
+    """Return a segment's attempt ids after checking its bytes against its digest."""
+    from registry.digest import digest_file
+
+    try:
+        actual = digest_file(store.resolve(segment.path))
+    except OSError:
+        raise IntegrityError(
+            f"segment {segment.path} is missing or unreadable; run 'registry verify'"
+        ) from None
+    if actual != segment.digest:
+        raise IntegrityError(
+            f"segment {segment.path} is damaged (digest mismatch); run 'registry verify'"
+        )
+    return ids_of_segment(store, segment.path)
+
+
+def _tree(store: Store, entries: list[LedgerEntry]) -> tuple[list[str], list[bytes], list[int]]:
+    """Return the leaf ids, leaf hashes and size after each commit of `entries`.
+
+    Every segment is checked against its digest before it is read.
+
+    Raises:
+        IntegrityError: a segment is damaged, or a commit's recorded tree disagrees with it.
+    """
+    ids: list[str] = []
+    hashes: list[bytes] = []
+    sizes: list[int] = []
+    for entry in entries:
+        if entry.commit.kind == "ingest":
+            for segment in entry.commit.segments:
+                found = _checked_ids(store, segment)
+                ids.extend(found)
+                hashes.extend(leaf_hash(leaf_of(i)) for i in found)
+        recorded = entry.commit.merkle_root
+        if recorded is not None and (
+            entry.commit.merkle_size != len(hashes) or from_digest(recorded) != root_of(hashes)
+        ):
+            raise IntegrityError(
+                f"commit ledger/{entry.seq:012d}.json records a Merkle tree that differs from "
+                "its attempt ids; run 'registry verify'"
+            )
+        sizes.append(len(hashes))
+    return ids, hashes, sizes
+
+
+def inclusion(store: Store, attempt_id: str, at: str | int | None = None) -> InclusionProof:
+    """Return the audit path proving an attempt is in the tree at commit `at` (the head).
+
+    Raises:
+        ObjectNotFoundError: the attempt is not in the tree at that commit.
+        ProofError: the ledger is empty.
+        AsOfError: `at` names no commit of the ledger.
+        IntegrityError: the ledger or a segment is damaged.
+    """
+    from registry.ledger import entries_as_of, read_ledger
+
+    entries = entries_as_of(read_ledger(store), at)
+    if not entries:
+        raise ProofError("proof inclusion: the ledger is empty; ingest attempts first")
+    wanted = PREFIX + hex_of(attempt_id.strip().lower())
+    ids, hashes, _ = _tree(store, entries)
+    try:
+        index = ids.index(wanted)
+    except ValueError:
+        where = f"at commit {entries[-1].seq}" if at is not None else "in the registry"
+        raise ProofError(f"proof inclusion {attempt_id}: no attempt with that id {where}") from None
+    return InclusionProof(
+        attempt_id=wanted,
+        leaf_index=index,
+        tree_size=len(hashes),
+        seq=entries[-1].seq,
+        commit_digest=entries[-1].digest,
+        root=as_digest(root_of(hashes)),
+        path=[as_digest(h) for h in inclusion_proof(hashes, index, len(hashes))],
+    )
+
+
+def consistency(store: Store, old: int, new: int) -> ConsistencyProof:
+    """Return the proof that the tree at commit `new` extends the tree at commit `old`.
+
+    Raises:
+        ProofError: the commits are not `1 <= old <= new <= head`.
+        IntegrityError: the ledger or a segment is damaged.
+    """
+    from registry.ledger import read_ledger
+
+    entries = read_ledger(store)
+    if not 1 <= old <= new <= len(entries):
+        raise ProofError(
+            f"proof consistency {old} {new}: give two commits OLD <= NEW of 1..{len(entries)}"
+        )
+    _, hashes, sizes = _tree(store, entries[:new])
+    old_size = sizes[old - 1]
+    return ConsistencyProof(
+        old_seq=old,
+        new_seq=new,
+        old_size=old_size,
+        new_size=len(hashes),
+        old_root=as_digest(root_of(hashes[:old_size])),
+        new_root=as_digest(root_of(hashes)),
+        path=[as_digest(h) for h in consistency_proof(hashes, old_size, len(hashes))],
+    )
