@@ -347,7 +347,9 @@ def inclusion(store: Store, attempt_id: str, at: str | int | None = None) -> Inc
         index = ids.index(wanted)
     except ValueError:
         where = f"at commit {entries[-1].seq}" if at is not None else "in the registry"
-        raise ProofError(f"proof inclusion {attempt_id}: no attempt with that id {where}") from None
+        raise ObjectNotFoundError(
+            f"proof inclusion {attempt_id}: no attempt with that id {where}"
+        ) from None
     return InclusionProof(
         attempt_id=wanted,
         leaf_index=index,
