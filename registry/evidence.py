@@ -226,46 +226,48 @@ def register_evidence(
     `_attempts_all` must already hold every visible attempt with its provenance columns;
     `retracted` names the attempt ids retracted in the ledger read.
     """
-    import pyarrow as pa
-
     cohorts = con.execute(
         "SELECT cohort_key, any_value(inputs) FROM _attempts_all GROUP BY cohort_key"
     ).fetchall()
-    meta = [
-        {"cohort_key": key, "configuration_digest": configuration_digest(_parsed(inputs))}
-        for key, inputs in cohorts
-    ]
-    con.register(
+    register_rows(
+        con,
         "_cohort_meta",
-        pa.Table.from_pylist(
-            meta,
-            schema=pa.schema([("cohort_key", pa.string()), ("configuration_digest", pa.string())]),
-        ),
+        [("cohort_key", "VARCHAR"), ("configuration_digest", "VARCHAR")],
+        [(key, configuration_digest(_parsed(inputs))) for key, inputs in cohorts],
     )
     edges = con.execute(
         "SELECT attempt_id, derived_from FROM _attempts_all WHERE derived_from IS NOT NULL"
     ).fetchall()
     depths = lineage_depths(dict(edges))
-    con.register(
+    register_rows(
+        con,
         "_lineage",
-        pa.Table.from_pylist(
-            [{"attempt_id": a, "derived_from": p, "depth": depths[a]} for a, p in edges],
-            schema=pa.schema(
-                [("attempt_id", pa.string()), ("derived_from", pa.string()), ("depth", pa.int64())]
-            ),
-        ),
+        [("attempt_id", "VARCHAR"), ("derived_from", "VARCHAR"), ("depth", "BIGINT")],
+        [(a, p, depths[a]) for a, p in edges],
     )
-    con.register(
-        "_retracted",
-        pa.Table.from_pylist(
-            [{"attempt_id": a} for a in sorted(set(retracted))],
-            schema=pa.schema([("attempt_id", pa.string())]),
-        ),
+    register_rows(
+        con, "_retracted", [("attempt_id", "VARCHAR")], [(a,) for a in sorted(set(retracted))]
     )
     con.execute(_EVIDENCE_VIEW)
     con.execute(_ATTEMPTS_VIEW.format(where="true" if include_retracted else "NOT retracted"))
     con.execute(_SAMPLES_VIEW)
     con.execute(_LINEAGE_VIEW)
+
+
+def register_rows(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """Create a temporary table from Python rows, bound as one list per column.
+
+    DuckDB takes Python lists natively, so small tables need no Arrow conversion (which
+    would import pandas, when installed, on every command).
+    """
+    lists = [[row[i] for row in rows] for i in range(len(columns))]
+    select = ", ".join(f"unnest(?::{kind}[]) AS {column}" for column, kind in columns)
+    con.execute(f"CREATE TEMP TABLE {name} AS SELECT {select}", lists)
 
 
 def lineage_depths(parents: dict[str, str]) -> dict[str, int]:
