@@ -136,9 +136,12 @@ def parse_overrides(pairs: list[str], inputs_file: Path | None) -> dict[str, Any
     overrides: dict[str, Any] = {}
     if inputs_file is not None:
         try:
-            loaded = orjson.loads(inputs_file.read_bytes())
+            data = inputs_file.read_bytes()
+            loaded = orjson.loads(data)
         except (OSError, orjson.JSONDecodeError) as exc:
             raise InputFormatError(f"{inputs_file}: not a readable JSON object ({exc})") from None
+        if (key := duplicate_key(data, loaded)) is not None:
+            raise InputFormatError(f"{inputs_file}: {duplicate_key_problem(key)}")
         if not isinstance(loaded, dict):
             raise InputFormatError(f"{inputs_file}: must hold a JSON object of cohort inputs")
         overrides.update(loaded)
