@@ -1,0 +1,122 @@
+"""`registry verify` throughput next to raw blake3 over the same files, in the same run.
+
+    python benchmarks/verify_throughput.py [--attempts 50000] [--tasks 500] [--rounds 3]
+                                           [--profile]
+
+Builds a registry of `--attempts` attempts (one batch ingest), then times, interleaved round
+by round in this process: `registry.verify` (re-hash every object, walk the chain, re-derive
+every attempt id from its row, check retractions, packs, the Merkle tree and checkpoints),
+and plain blake3 reading and hashing every file verify hashes (segments, commits, layers,
+plans, checkpoints), 1 MiB at a time. Prints bytes per second of each and the ratio;
+`--profile` prints where verify spends its time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.util
+import io
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+import blake3
+
+import registry
+
+_HERE = Path(__file__).resolve().parent
+_CHUNK = 1 << 20
+HASHED = ("attempts", "ledger", "layers", "plans", "checkpoints")
+
+
+def _sibling(name: str) -> ModuleType:
+    """Load another script of this folder (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, _HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+flat_reads = _sibling("flat_reads")
+
+
+def files_of(root: Path) -> list[Path]:
+    """Every file verify hashes."""
+    return sorted(p for top in HASHED for p in (root / top).rglob("*") if p.is_file())
+
+
+def raw_blake3(files: list[Path]) -> None:
+    """Read and hash every file, as a plain script would."""
+    for path in files:
+        hasher = blake3.blake3()
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                hasher.update(chunk)
+        hasher.hexdigest()
+
+
+def run(attempts: int, tasks: int, rounds: int, profile: bool = False) -> dict[str, float]:
+    """Build the registry, time verify and raw blake3; return bytes, seconds and ratio."""
+    work = Path(tempfile.mkdtemp(prefix="registry-verify-"))
+    try:
+        root = work / "registry"
+        flat_reads.batch_registry(root, flat_reads.make_records(attempts, tasks))
+        store = registry.open_store(root)
+        files = files_of(root)
+        size = sum(p.stat().st_size for p in files)
+        report = registry.verify(store)  # warm the page cache
+        assert report.ok, report.problems
+        raw_blake3(files)
+        verify_s, raw_s = [], []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            registry.verify(store)
+            verify_s.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            raw_blake3(files)
+            raw_s.append(time.perf_counter() - started)
+        if profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(registry.verify, store)
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(12)
+            print(text.getvalue())
+        result = {
+            "attempts": attempts,
+            "files": len(files),
+            "bytes": size,
+            "verify_s": statistics.median(verify_s),
+            "raw_s": statistics.median(raw_s),
+        }
+        result["ratio"] = result["raw_s"] / result["verify_s"]
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    """Parse arguments, run, print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attempts", type=int, default=50_000)
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    r = run(args.attempts, args.tasks, args.rounds, args.profile)
+    mb = r["bytes"] / 1e6
+    print(f"verify: {r['attempts']} attempts, {r['files']} files, {mb:.1f} MB")
+    print(f"registry verify  {r['verify_s']:8.3f}s  {mb / r['verify_s']:9.1f} MB/s")
+    print(f"raw blake3       {r['raw_s']:8.3f}s  {mb / r['raw_s']:9.1f} MB/s")
+    print(f"ratio (verify throughput / raw blake3 throughput): {r['ratio']:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
