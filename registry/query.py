@@ -2,9 +2,10 @@
 
 The only importer of duckdb. Views are built over the explicit file list of the ledger (never
 a glob, so an unreferenced file left by a crash is invisible), rows are deduplicated by
-`attempt_id` keeping the earliest commit, and the connection is confined before any user SQL
-runs: external access is off except for reading the segment directory, the configuration is
-locked, and only a single SELECT statement is accepted.
+`attempt_id` keeping the earliest commit (a segment a `pack` commit supersedes is not read: the
+packed one is, and each of its rows keeps the commit that added it), and the connection is
+confined before any user SQL runs: external access is off except for reading the segment
+directory, the configuration is locked, and only a single SELECT statement is accepted.
 
 Every segment a connection reads is hashed first and compared with the digest its commit
 records (the ledger itself is checked by `read_ledger`), so no answer is ever computed from
@@ -31,7 +32,7 @@ from registry.digest import digest_file
 from registry.errors import IntegrityError, QueryError, ReadOnlyQueryError, StorageError
 from registry.evidence import register_evidence
 from registry.layer_views import LAYER_VIEWS, layer_tables
-from registry.ledger import LedgerEntry, entries_as_of, read_ledger
+from registry.ledger import LedgerEntry, entries_as_of, read_ledger, segment_paths
 from registry.retract import retracted_ids, retraction_table
 from registry.store import Store
 from registry.tables import ATTEMPT_SCHEMA
@@ -450,7 +451,7 @@ def _commit_table(entries: list[LedgerEntry]) -> pa.Table:
             "kind": e.commit.kind,
             "created_at": e.commit.created_at,
             "sources": [s.path for s in e.commit.sources],
-            "segments": len(e.commit.segments),
+            "segments": len(segment_paths(e.commit)),
             "attempts_read": e.commit.attempts_read,
             "attempts_new": e.commit.attempts_new,
             "attempts_present": e.commit.attempts_present,
