@@ -244,7 +244,7 @@ def _read_trial(top: Path, folder: Path) -> _Trial:
     started = _timestamp(result.get("started_at"), file, "started_at")
     trial.order = (
         result["task_name"],
-        result.get("source") or "",
+        _text(result.get("source")) or "",
         trial.agent_system,
         started is None,
         _sortable(started),
@@ -380,7 +380,7 @@ def _found_inputs(job: _Job, trial: _Trial) -> dict[str, Any]:
     case = _case_digest(result, lock)
     return {
         "case_digest": case,
-        "prompt_digest": _prompt_digest(config, lock),
+        "prompt_digest": _prompt_digest(config, lock, trial.file),
         "source_digest": _source_digest(result, lock),
         "wiki_digest": _wiki_digest(_section(config, "agent"), lock),
         "tool_policy_digest": _tool_policy_digest(config),
@@ -398,7 +398,7 @@ def _case_digest(result: dict[str, Any], lock: dict[str, Any]) -> str | None:
     return _text(_section(lock, "task").get("digest"))
 
 
-def _prompt_digest(config: dict[str, Any], lock: dict[str, Any]) -> str | None:
+def _prompt_digest(config: dict[str, Any], lock: dict[str, Any], file: Path) -> str | None:
     """The job's extra instructions, in order: what the job adds to every task's instruction.
 
     The task's own instruction is part of the task folder, so of `case_digest`; the agent's
@@ -410,6 +410,11 @@ def _prompt_digest(config: dict[str, Any], lock: dict[str, Any]) -> str | None:
         return None  # file contents recorded only in lock.json
     else:
         texts = config.get("extra_instructions") or []
+        if not isinstance(texts, list):
+            raise InputFormatError(
+                f"{file}: config.extra_instructions is not a list; expected the instruction "
+                "texts Harbor records"
+            )
         extras = ["sha256:" + hashlib.sha256(str(t).encode()).hexdigest() for t in texts]
     return digest_json({"scheme": "harbor.prompt/1", "extra_instructions": extras})
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -189,6 +191,7 @@ def _inspect_api(path: Path) -> Any:
 
 def _read_log(api: Any, file: Path, label: str) -> _Log:
     # inspect_ai raises many types for a damaged file (zip, JSON, pydantic); all are bad input.
+    _check_json(file)
     try:
         log = api.read_eval_log(str(file), exclude_fields=_HEAVY_FIELDS)
     except Exception as exc:
@@ -198,6 +201,33 @@ def _read_log(api: Any, file: Path, label: str) -> _Log:
             ".json log written by inspect_ai"
         ) from None
     return _Log(file, label, log)
+
+
+def _check_json(file: Path) -> None:
+    """Refuse a log whose JSON (any member of an `.eval` archive) nests too deeply to read.
+
+    inspect_ai streams logs with ijson, whose memory grows with the square of the nesting
+    depth: a member nested 100,000 levels deep takes gigabytes before any error. The standard
+    parser (which, like inspect_ai, accepts the NaN some scores hold) stops at Python's
+    recursion limit, about 1,000 levels, so each member is parsed once here first. Any other
+    damage is left for inspect_ai to report.
+    """
+    where = str(file)
+    try:
+        if file.suffix.lower() != ".eval":
+            json.loads(file.read_bytes())
+            return
+        with zipfile.ZipFile(file) as archive:
+            for member in archive.infolist():
+                if member.filename.endswith(".json"):
+                    where = f"{file} (member {member.filename})"
+                    json.loads(archive.read(member))
+    except RecursionError:
+        raise InputFormatError(
+            f"{where}: JSON nested too deeply to read; expected a log written by inspect_ai"
+        ) from None
+    except (ValueError, OSError, zipfile.BadZipFile, NotImplementedError, EOFError, zlib.error):
+        return  # inspect_ai names the damage
 
 
 def _select_samples(logs: list[_Log], context: ImportContext) -> list[tuple[_Log, Any]]:
