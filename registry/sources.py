@@ -210,7 +210,8 @@ def describe_error(error: Any) -> tuple[str | None, str]:
     dotted = printable(".".join(loc), _SHOWN_FIELD) or None
     if kind == "extra_forbidden" and loc:
         valid = list(_model_at(loc[:-1]).model_fields)
-        close = difflib.get_close_matches(loc[-1], valid, n=1)
+        # difflib is quadratic: a long unknown name is no typo of a field name anyway
+        close = difflib.get_close_matches(loc[-1], valid, n=1) if len(loc[-1]) < 100 else []
         hint = f"did you mean '{close[0]}'? " if close else ""
         return dotted, f"unknown field; {hint}valid fields here: {', '.join(valid)}"
     if kind == "missing":
