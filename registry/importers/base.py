@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+import rfc8785
 
 from registry.errors import InputFormatError
 from registry.keys import cohort_key_of, terminal_identity_of
@@ -312,6 +314,25 @@ def _first_duplicate(value: Any, path: str = "") -> str | None:
         if (found := _first_duplicate(item, prefix)) is not None:
             return found
     return None
+
+
+@contextmanager
+def hashable_values(where: object) -> Iterator[None]:
+    """Turn a value that cannot be hashed as canonical JSON into a one-line error at `where`.
+
+    Importers hash what a harness recorded (configurations, metadata) into cohort inputs;
+    RFC 8785 refuses integers beyond 2^53 and non-finite numbers.
+
+    Raises:
+        InputFormatError: a value in `where` is outside what canonical JSON can encode.
+    """
+    try:
+        yield
+    except rfc8785.CanonicalizationError as exc:
+        raise InputFormatError(
+            f"{where}: {printable(str(exc), 200)}; values hashed into cohort inputs must be "
+            "finite numbers, integers within ±2^53"
+        ) from None
 
 
 def with_identity(record: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import orjson
 from registry.canonical import canonical_json
 from registry.digest import digest_json
 from registry.errors import InputFormatError
-from registry.importers.base import ImportContext, read_json, with_identity
+from registry.importers.base import ImportContext, hashable_values, read_json, with_identity
 from registry_schemas import INVALID_CLASSES, format_timestamp
 
 _GROUPS = {
@@ -182,7 +182,9 @@ def _read_job_records(
         )
     repeats = _repeat_indices(trials)
     for trial in trials:
-        yield trial.location, _record(job, trial, repeats[trial.location], context)
+        with hashable_values(trial.file):
+            record = _record(job, trial, repeats[trial.location], context)
+        yield trial.location, record
 
 
 def _read_job(path: Path) -> _Job:
@@ -240,7 +242,8 @@ def _read_trial(top: Path, folder: Path) -> _Trial:
     _check_trial(result, file)
     location = file.relative_to(top).as_posix()
     trial = _Trial(location, file, result, _read_optional(folder / "lock.json"))
-    trial.agent_system = _agent_system_digest(result["config"])
+    with hashable_values(file):
+        trial.agent_system = _agent_system_digest(result["config"])
     started = _timestamp(result.get("started_at"), file, "started_at")
     trial.order = (
         result["task_name"],

@@ -13,7 +13,6 @@ import json
 import math
 import re
 import zipfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,7 @@ from typing import Any
 
 from registry.digest import digest_json
 from registry.errors import InputFormatError
-from registry.importers.base import ImportContext, with_identity
+from registry.importers.base import ImportContext, hashable_values, with_identity
 
 _SNIFF_BYTES = 1 << 16
 _LABEL_TEXT = 300
@@ -226,8 +225,8 @@ def _check_json(file: Path) -> None:
         raise InputFormatError(
             f"{where}: JSON nested too deeply to read; expected a log written by inspect_ai"
         ) from None
-    except (ValueError, OSError, zipfile.BadZipFile, NotImplementedError, EOFError, zlib.error):
-        return  # inspect_ai names the damage
+    except Exception:  # zip, zstd or JSON damage: inspect_ai names it below
+        return
 
 
 def _select_samples(logs: list[_Log], context: ImportContext) -> list[tuple[_Log, Any]]:
@@ -275,6 +274,11 @@ def _order(sample: Any) -> tuple[str, int]:
     return (str(sample.id), sample.epoch)
 
 
+def _hashed_inputs(entry: _Log, sample: Any, where: str) -> dict[str, Any]:
+    with hashable_values(where):
+        return _found_inputs(entry.log, sample)
+
+
 def _sample_records(
     entry: _Log, sample: Any, context: ImportContext, source: str
 ) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -285,7 +289,7 @@ def _sample_records(
         "experiment_id": spec.eval_set_id or spec.run_id or spec.eval_id,
         "task_id": f"{spec.task}/{sample.id}",
         "repeat_index": sample.epoch - 1,
-        "inputs": context.inputs(source, _found_inputs(entry.log, sample)),
+        "inputs": context.inputs(source, _hashed_inputs(entry, sample, where)),
         "envelope": envelope_of(spec, entry.log.plan),
     }
     labels = _identity_labels(spec, sample)

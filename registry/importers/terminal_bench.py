@@ -21,7 +21,7 @@ from typing import Any
 
 from registry.digest import digest_json
 from registry.errors import InputFormatError
-from registry.importers.base import ImportContext, read_json, with_identity
+from registry.importers.base import ImportContext, hashable_values, read_json, with_identity
 
 RUN_METADATA = "run_metadata.json"
 RESULTS = "results.json"
@@ -414,7 +414,9 @@ def _run_records(
     recovered = 0
     for location, trial in _folder_trials(copies, seen, context):
         recovered += 1
-        yield location, _record(run, trial, Path(location), source, context)
+        with hashable_values(location):
+            record = _record(run, trial, Path(location), source, context)
+        yield location, record
     if recovered and run.results is None:
         context.warn(
             f"{run.path}: no run-level {RESULTS}; {recovered} trial(s) read from their trial "
