@@ -155,16 +155,17 @@ def load_checkpoint(store: Store, path: str) -> LoadedCheckpoint | None:
         return None
     entries = []
     prev: str | None = None
+    directory = store.ledger_dir
     for seq, text in enumerate(checkpoint.commits, start=checkpoint.first_seq):
         raw = text.encode()
         try:
-            commit = Commit.model_validate(orjson.loads(raw))
-        except (orjson.JSONDecodeError, ValidationError):
+            commit = Commit.model_validate_json(raw, strict=True)
+        except ValidationError:
             return None
         digest = PREFIX + blake3.blake3(raw).hexdigest()
         if commit.seq != seq or (prev is not None and commit.prev != prev):
             return None
-        entries.append(ledger.LedgerEntry(commit, digest, store.ledger_dir / f"{seq:012d}.json"))
+        entries.append(ledger.LedgerEntry(commit, digest, directory / f"{seq:012d}.json"))
         prev = digest
     if prev != checkpoint.digest:
         return None
