@@ -220,6 +220,7 @@ def test_readers_use_the_packed_segment_and_check_it(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # writes 10,000 commits, then reads, packs and verifies
 def test_ten_thousand_one_attempt_ingests_then_pack(tmp_path):
     store = _build(tmp_path, 10_000, tasks=200)
     assert checkpoints.list_checkpoints(store)[0][0] == 10_000
