@@ -8,7 +8,7 @@ damaged Parquet, wrongly typed or missing Parquet columns, nested nulls.
 
 Profiles: the default run tries a few dozen inputs per format (derandomised, so it never
 flakes); `REGISTRY_FUZZ_PROFILE=long` with `-m slow` runs `test_long_profile`, at least
-100,000 inputs over all formats (`REGISTRY_FUZZ_EXAMPLES` scales it).
+101,000 inputs over all formats (`REGISTRY_FUZZ_EXAMPLES` scales it).
 """
 
 from __future__ import annotations
