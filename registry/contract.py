@@ -17,6 +17,7 @@ from registry.keys import IDENTITY_FIELDS, record_json
 from registry_schemas import (
     COHORT_SCHEME,
     AttemptRecord,
+    Checkpoint,
     Commit,
     Comparison,
     NoiseFloor,
@@ -123,6 +124,7 @@ def contract_files() -> dict[str, bytes]:
     documents = {
         "attempt.schema.json": AttemptRecord.model_json_schema(),
         "commit.schema.json": Commit.model_json_schema(by_alias=True),
+        "checkpoint.schema.json": Checkpoint.model_json_schema(by_alias=True),
         "report.schema.json": TaskReport.model_json_schema(by_alias=True),
         "comparison.schema.json": Comparison.model_json_schema(by_alias=True),
         "summary.schema.json": Summary.model_json_schema(by_alias=True),
