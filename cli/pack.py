@@ -30,13 +30,9 @@ def pack(
     Rows keep the commit that added them; the merged files stay and 'registry verify'
     checks that each packed segment holds exactly their rows. Nothing to merge: no commit.
     """
-    from registry.checkpoints import write_checkpoint
-    from registry.pack import PackResult
-    from registry.pack import pack as pack_registry
-
     store = registry.open_store(root)
-    result = PackResult(None) if checkpoint_only else pack_registry(store)
-    checkpoint = write_checkpoint(store)
+    result = registry.PackResult(None) if checkpoint_only else registry.pack_segments(store)
+    checkpoint = registry.write_checkpoint(store)
     entry = result.commit
     if output is SummaryFormat.json:
         summary = {

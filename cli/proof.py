@@ -34,9 +34,7 @@ def inclusion(
 
     Verify it offline with RFC 9162 section 2.1.3.2 (blake3; the README gives the steps).
     """
-    from registry.merkle import inclusion as prove
-
-    proof = prove(registry.open_store(root), attempt_id, at)
+    proof = registry.prove_inclusion(registry.open_store(root), attempt_id, at)
     document = {"proof": "inclusion", "hash": "blake3", "rfc": "9162 2.1.3", **asdict(proof)}
     typer.echo(to_json(document, sort_keys=False))
 
@@ -51,8 +49,6 @@ def consistency(
 
     Verify it offline with RFC 9162 section 2.1.4.2 (blake3; the README gives the steps).
     """
-    from registry.merkle import consistency as prove
-
-    proof = prove(registry.open_store(root), old, new)
+    proof = registry.prove_consistency(registry.open_store(root), old, new)
     document = {"proof": "consistency", "hash": "blake3", "rfc": "9162 2.1.4", **asdict(proof)}
     typer.echo(to_json(document, sort_keys=False))

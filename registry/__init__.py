@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from registry.canonical import canonical_json
+    from registry.checkpoints import write_checkpoint
     from registry.compare import COMPARISON_LAYER, compare, record_comparison
     from registry.digest import digest_bytes, digest_file, digest_json, short
     from registry.errors import (
@@ -53,7 +54,17 @@ if TYPE_CHECKING:
         parse_head,
         read_ledger,
     )
+    from registry.merkle import (
+        ConsistencyProof,
+        InclusionProof,
+        ProofError,
+        prove_consistency,
+        prove_inclusion,
+        verify_consistency,
+        verify_inclusion,
+    )
     from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
+    from registry.pack import PackResult, pack_segments
     from registry.plans import (
         FrozenPlan,
         PlanError,
@@ -271,6 +282,20 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "build_site",
         "page_name",
     ),
+    "registry.pack": (
+        "PackResult",
+        "pack_segments",
+    ),
+    "registry.checkpoints": ("write_checkpoint",),
+    "registry.merkle": (
+        "ConsistencyProof",
+        "InclusionProof",
+        "ProofError",
+        "prove_consistency",
+        "prove_inclusion",
+        "verify_consistency",
+        "verify_inclusion",
+    ),
 }
 """Module -> the public names it defines."""
 
@@ -310,6 +335,7 @@ sys.modules[__name__].__class__ = _Package
 __all__ = [
     "AsOfError",
     "COMPARISON_LAYER",
+    "ConsistencyProof",
     "DEFAULT_ATTEMPTS",
     "DEFAULT_SIMULATIONS",
     "EnvelopeConflictError",
@@ -318,6 +344,7 @@ __all__ = [
     "ExportResult",
     "FrozenPlan",
     "HeadFormatError",
+    "InclusionProof",
     "IngestResult",
     "InputFormatError",
     "IntegrityError",
@@ -327,7 +354,9 @@ __all__ = [
     "LedgerConflictError",
     "LedgerEntry",
     "ObjectNotFoundError",
+    "PackResult",
     "PlanError",
+    "ProofError",
     "QueryError",
     "QueryResult",
     "REPORT_LAYER",
@@ -374,6 +403,7 @@ __all__ = [
     "load_report",
     "noise_floor",
     "open_store",
+    "pack_segments",
     "page_name",
     "parse_envelope",
     "parse_head",
@@ -381,6 +411,8 @@ __all__ = [
     "parse_selector",
     "plan_document",
     "plan_status",
+    "prove_consistency",
+    "prove_inclusion",
     "read_attempt_ids_file",
     "read_evidence",
     "read_layer",
@@ -420,4 +452,7 @@ __all__ = [
     "terminal_identity_of",
     "unit_key",
     "verify",
+    "verify_consistency",
+    "verify_inclusion",
+    "write_checkpoint",
 ]

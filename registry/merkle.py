@@ -386,3 +386,9 @@ def consistency(store: Store, old: int, new: int) -> ConsistencyProof:
         new_root=as_digest(root_of(hashes)),
         path=[as_digest(h) for h in consistency_proof(hashes, old_size, len(hashes))],
     )
+
+
+prove_inclusion = inclusion
+"""Public name of `inclusion`: the audit path of an attempt at a commit."""
+prove_consistency = consistency
+"""Public name of `consistency`: the proof that a later tree extends an earlier one."""

@@ -174,3 +174,7 @@ def pack(store: Store) -> PackResult:
         result.packed = packed
         result.checkpoint = checkpoints.write_checkpoint(store, commit.seq).path
     return result
+
+
+pack_segments = pack
+"""Public name of `pack` (the package's `registry.pack` is this module)."""
