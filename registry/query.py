@@ -30,22 +30,13 @@ import pyarrow as pa
 
 from registry.digest import digest_file
 from registry.errors import IntegrityError, QueryError, ReadOnlyQueryError, StorageError
-from registry.evidence import register_evidence
+from registry.evidence import register_evidence, register_rows
 from registry.layer_views import LAYER_VIEWS, layer_tables
 from registry.ledger import LedgerEntry, entries_as_of, read_ledger, segment_paths
-from registry.retract import retracted_ids, retraction_table
+from registry.retract import retracted_ids
 from registry.store import Store
 from registry.tables import ATTEMPT_SCHEMA
 from registry_schemas import SegmentEntry
-
-_PROVENANCE_SCHEMA = pa.schema(
-    [
-        ("commit_seq", pa.int64()),
-        ("commit_digest", pa.string()),
-        ("source", pa.string()),
-        ("ingested_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
 
 # Each row is attributed to the commit that added it: its segment's commit, or for a packed
 # segment (which merges rows of many commits) the `commit_seq` the row carries.
@@ -152,23 +143,30 @@ def _build(
     con: duckdb.DuckDBPyConnection,
     store: Store,
     entries: list[LedgerEntry],
-    segments: pa.Table,
+    segments: list[tuple[str, int, bool]],
     include_retracted: bool,
     layer_views: Iterable[str],
 ) -> None:
-    con.register("_segments", segments)
+    # Helper tables are bound as DuckDB lists: converting Python values to Arrow would
+    # import pandas (when installed) on every command.
+    register_rows(
+        con, "_segments", [("path", "VARCHAR"), ("commit_seq", "BIGINT"), ("packed", "BOOLEAN")],
+        segments,
+    )  # fmt: skip
     _attempt_rows(con, segments).create_view("_attempt_rows")
-    con.register("_provenance", _provenance_table(entries))
-    con.register("_commits", _commit_table(entries))
-    con.register("_retractions", retraction_table(entries))
+    _register_provenance(con, entries)
+    _register_commits(con, entries)
+    _register_retractions(con, entries)
     con.execute(_MACROS)
     con.execute(_ATTEMPTS_ALL_VIEW)
     register_evidence(con, retracted_ids(entries), include_retracted)
     for sql in (
         _COHORTS_VIEW,
         _SYSTEMS_VIEW,
-        "CREATE VIEW commits AS SELECT * FROM _commits",
-        "CREATE VIEW retractions AS SELECT * FROM _retractions",
+        "CREATE VIEW commits AS SELECT * REPLACE (created_at::TIMESTAMPTZ AS created_at)"
+        " FROM _commits",
+        "CREATE VIEW retractions AS SELECT * REPLACE (created_at::TIMESTAMPTZ AS created_at)"
+        " FROM _retractions",
     ):
         con.execute(sql)
     wanted_layers = set(layer_views)
@@ -376,40 +374,34 @@ def _check_segment(store: Store, segment: SegmentEntry) -> None:
         )
 
 
-def _segment_table(store: Store, entries: list[LedgerEntry], wanted: set[str] | None) -> pa.Table:
+def _segment_table(
+    store: Store, entries: list[LedgerEntry], wanted: set[str] | None
+) -> list[tuple[str, int, bool]]:
     """Return the live segments to read (path, commit, packed), each checked against its digest.
 
     A segment superseded by a `pack` commit of `entries` is not read: the packed one is.
     """
     from registry.pack import live_segments
 
-    paths, seqs, packed = [], [], []
+    rows = []
     for live in live_segments(entries):
         if wanted is not None and wanted.isdisjoint(live.segment.task_ids):
             continue
         _check_segment(store, live.segment)
-        paths.append(str(store.resolve(live.segment.path)))
-        seqs.append(live.entry.seq)
-        packed.append(live.packed)
-    return pa.table(
-        {
-            "path": pa.array(paths, pa.string()),
-            "commit_seq": pa.array(seqs, pa.int64()),
-            "packed": pa.array(packed, pa.bool_()),
-        }
-    )
+        rows.append((str(store.resolve(live.segment.path)), live.entry.seq, live.packed))
+    return rows
 
 
-def _attempt_rows(con: duckdb.DuckDBPyConnection, segments: pa.Table) -> duckdb.DuckDBPyRelation:
+def _attempt_rows(
+    con: duckdb.DuckDBPyConnection, segments: list[tuple[str, int, bool]]
+) -> duckdb.DuckDBPyRelation:
     """Return the rows of the segments, with `filename` and each row's own `commit_seq`.
 
     Ingest segments have no `commit_seq` column (NULL: their commit's); packed ones do.
     """
     names = ", ".join(f'"{f.name}"' for f in ATTEMPT_SCHEMA)
-    paths = segments.column("path").to_pylist()
-    packed = segments.column("packed").to_pylist()
-    plain = [p for p, is_packed in zip(paths, packed, strict=True) if not is_packed]
-    merged = [p for p, is_packed in zip(paths, packed, strict=True) if is_packed]
+    plain = [path for path, _, packed in segments if not packed]
+    merged = [path for path, _, packed in segments if packed]
     relations = []
     if plain:
         relation = con.read_parquet(plain, filename=True)
@@ -418,70 +410,78 @@ def _attempt_rows(con: duckdb.DuckDBPyConnection, segments: pa.Table) -> duckdb.
         relation = con.read_parquet(merged, filename=True)
         relations.append(relation.project(f"{names}, filename, commit_seq"))
     if not relations:
-        empty = ATTEMPT_SCHEMA.empty_table()
-        empty = empty.append_column("filename", pa.array([], pa.string()))
-        empty = empty.append_column("commit_seq", pa.array([], pa.int64()))
+        empty = pa.schema(
+            [*ATTEMPT_SCHEMA, pa.field("filename", pa.string()), pa.field("commit_seq", pa.int64())]
+        ).empty_table()
         return con.from_arrow(empty)
     return relations[0] if len(relations) == 1 else relations[0].union(relations[1])
 
 
-def _provenance_table(entries: list[LedgerEntry]) -> pa.Table:
-    """Return the commit, digest, sources and time of every ingest commit, by sequence."""
-    ingests = [e for e in entries if e.commit.kind == "ingest"]
-    table = pa.table(
-        {
-            "commit_seq": pa.array([e.seq for e in ingests], pa.int64()),
-            "commit_digest": pa.array([e.digest for e in ingests], pa.string()),
-            "source": pa.array(
-                ["; ".join(s.path for s in e.commit.sources) for e in ingests], pa.string()
-            ),
-            "ingested_at": pa.array([e.commit.created_at for e in ingests], pa.string()),
-        }
-    )
-    utc = _PROVENANCE_SCHEMA.field("ingested_at")
-    return table.set_column(3, utc, table["ingested_at"].cast(utc.type))
-
-
-def _commit_table(entries: list[LedgerEntry]) -> pa.Table:
+def _register_provenance(con: duckdb.DuckDBPyConnection, entries: list[LedgerEntry]) -> None:
+    """Register the commit, digest, sources and time of every ingest commit, by sequence."""
     rows = [
-        {
-            "seq": e.seq,
-            "digest": e.digest,
-            "prev": e.commit.prev,
-            "kind": e.commit.kind,
-            "created_at": e.commit.created_at,
-            "sources": [s.path for s in e.commit.sources],
-            "segments": len(segment_paths(e.commit)),
-            "attempts_read": e.commit.attempts_read,
-            "attempts_new": e.commit.attempts_new,
-            "attempts_present": e.commit.attempts_present,
-            "layer_kind": e.commit.layer.kind if e.commit.layer else None,
-            "layer_subject": e.commit.layer.subject if e.commit.layer else None,
-            "layer_digest": e.commit.layer.digest if e.commit.layer else None,
-        }
+        (e.seq, e.digest, "; ".join(s.path for s in e.commit.sources), e.commit.created_at)
+        for e in entries
+        if e.commit.kind == "ingest"
+    ]
+    columns = [("commit_seq", "BIGINT"), ("commit_digest", "VARCHAR"), ("source", "VARCHAR")]
+    register_rows(con, "_provenance_text", [*columns, ("ingested_at", "VARCHAR")], rows)
+    con.execute(
+        "CREATE TEMP TABLE _provenance AS SELECT * REPLACE"
+        " (ingested_at::TIMESTAMPTZ AS ingested_at) FROM _provenance_text"
+    )
+
+
+def _register_commits(con: duckdb.DuckDBPyConnection, entries: list[LedgerEntry]) -> None:
+    rows = [
+        (
+            e.seq,
+            e.digest,
+            e.commit.prev,
+            e.commit.kind,
+            e.commit.created_at,
+            [s.path for s in e.commit.sources],
+            len(segment_paths(e.commit)),
+            e.commit.attempts_read,
+            e.commit.attempts_new,
+            e.commit.attempts_present,
+            e.commit.layer.kind if e.commit.layer else None,
+            e.commit.layer.subject if e.commit.layer else None,
+            e.commit.layer.digest if e.commit.layer else None,
+        )
         for e in entries
     ]
-    schema = pa.schema(
-        [
-            ("seq", pa.int64()),
-            ("digest", pa.string()),
-            ("prev", pa.string()),
-            ("kind", pa.string()),
-            ("created_at", pa.string()),
-            ("sources", pa.list_(pa.string())),
-            ("segments", pa.int64()),
-            ("attempts_read", pa.int64()),
-            ("attempts_new", pa.int64()),
-            ("attempts_present", pa.int64()),
-            ("layer_kind", pa.string()),
-            ("layer_subject", pa.string()),
-            ("layer_digest", pa.string()),
-        ]
-    )
-    table = pa.Table.from_pylist(rows, schema=schema)
-    index = schema.get_field_index("created_at")
-    utc = pa.timestamp("us", tz="UTC")
-    return table.set_column(index, pa.field("created_at", utc), table["created_at"].cast(utc))
+    columns = [
+        ("seq", "BIGINT"),
+        ("digest", "VARCHAR"),
+        ("prev", "VARCHAR"),
+        ("kind", "VARCHAR"),
+        ("created_at", "VARCHAR"),
+        ("sources", "VARCHAR[]"),
+        ("segments", "BIGINT"),
+        ("attempts_read", "BIGINT"),
+        ("attempts_new", "BIGINT"),
+        ("attempts_present", "BIGINT"),
+        ("layer_kind", "VARCHAR"),
+        ("layer_subject", "VARCHAR"),
+        ("layer_digest", "VARCHAR"),
+    ]
+    register_rows(con, "_commits", columns, rows)
+
+
+def _register_retractions(con: duckdb.DuckDBPyConnection, entries: list[LedgerEntry]) -> None:
+    rows = [
+        (attempt, info.commit_seq, info.commit_digest, info.reason, info.created_at)
+        for attempt, info in sorted(retracted_ids(entries).items())
+    ]
+    columns = [
+        ("attempt_id", "VARCHAR"),
+        ("commit_seq", "BIGINT"),
+        ("commit_digest", "VARCHAR"),
+        ("reason", "VARCHAR"),
+        ("created_at", "VARCHAR"),
+    ]
+    register_rows(con, "_retractions", columns, rows)
 
 
 def _one_line(exc: Exception) -> str:
