@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal
 
-import numpy as np
-
 # The quantiles as scipy.stats.norm.ppf gives them (a test checks they agree). They are
 # written out so that importing the statistics does not import scipy, which costs most of
-# a command's start-up; scipy is imported only where a p-value or a bootstrap is computed.
+# a command's start-up; scipy (and numpy) are imported only where a p-value or a bootstrap
+# is computed.
 Z_975: Final[float] = 1.959963984540054
 """Φ⁻¹(0.975) = 1.959963984540054, the canonical two-sided 95% multiplier."""
 Z_80: Final[float] = 0.8416212335729143
@@ -481,6 +480,8 @@ def paired_bootstrap_ci(
     confidence: float = 0.95,
 ) -> tuple[float, float] | None:
     """Return the percentile bootstrap CI of the mean difference, or ``None`` if T < 2."""
+    import numpy as np
+
     values = np.asarray(diffs, dtype=float)
     if not np.all(np.isfinite(values)):
         raise ValueError("paired differences must be finite numbers")
