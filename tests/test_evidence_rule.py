@@ -244,7 +244,8 @@ def test_two_valid_outcomes_in_one_slot_are_refused(invoke, root, tmp_path):
     assert result.exit_code == 1
     assert result.stderr.startswith(
         f"Error: {tmp_path / 'b.jsonl'}:line 1: field 'repeat_index': experiment 'exp-1', "
-        "task 'task-1', repeat 0 already has a valid outcome for this cohort and system (attempt blake3:"
+        "task 'task-1', repeat 0 already has a valid outcome for this cohort and system "
+        "(attempt blake3:"
     )
     assert result.stderr.endswith(
         "a retry needs its own repeat_index, a correction a retraction (registry retract)\n"
