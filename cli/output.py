@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -21,21 +20,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _NAMED:
-        return _NAMED[char]
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+import registry
 
 
 def printable(text: object) -> str:
     r"""Return `text` with every control character as a visible escape (ESC becomes `\x1b`)."""
-    return _CONTROL.sub(_escape, str(text))
+    return registry.inert(text)
 
 
 def _default(value: Any) -> Any:

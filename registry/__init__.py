@@ -126,6 +126,7 @@ if TYPE_CHECKING:
     from registry.site import SiteError, SiteResult, build_site, page_name
     from registry.store import Store, open_store
     from registry.summary import record_summary, summarize
+    from registry.text import inert
     from registry.verify import VerifyReport, verify
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -296,6 +297,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "verify_consistency",
         "verify_inclusion",
     ),
+    "registry.text": ("inert",),
 }
 """Module -> the public names it defines."""
 
@@ -393,6 +395,7 @@ __all__ = [
     "freeze_plan",
     "head",
     "html_page",
+    "inert",
     "ingest",
     "layer_document",
     "list_layers",

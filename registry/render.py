@@ -8,11 +8,11 @@ reason.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterable, Sequence
 
 from registry.digest import short
 from registry.evidence import CLASSES, INVALID, system_label
+from registry.text import inert
 from registry_schemas import CohortReport, Rate, SystemReport, TaskReport
 
 FLAG_TEXT = {
@@ -40,11 +40,6 @@ def rate_text(count: int, total: int, rate: Rate, reason: str | None = None) -> 
     return f"{count}/{total} {percent(rate.estimate)} [{100 * rate.low:.1f}, {100 * rate.high:.1f}]"
 
 
-# C0 and C1 controls (ESC, OSC, CR, LF, TAB, ...), Unicode line and paragraph separators and
-# bidirectional overrides: in a value they could recolour or rewrite a terminal, or break a
-# line or a table row. `inert` writes each as a visible escape instead.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Markdown syntax a value could use to become markup: HTML, links and images, code spans,
 # table cells. Escaped with a backslash, or as an entity where Markdown has no escape.
 _MARKDOWN = {
@@ -57,19 +52,6 @@ _MARKDOWN = {
     "<": "&lt;",
     ">": "&gt;",
 }
-
-
-def _escape_control(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _NAMED:
-        return _NAMED[char]
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def inert(text: object) -> str:
-    r"""Return `text` with every control character as a visible escape (ESC becomes `\x1b`)."""
-    return _CONTROL.sub(_escape_control, str(text))
 
 
 def inert_lines(lines: Sequence[str]) -> str:

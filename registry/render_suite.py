@@ -7,7 +7,8 @@ from typing import Any
 
 from registry.digest import short
 from registry.evidence import system_label
-from registry.render import html_page, html_text, inert, inert_lines, md_escape, percent, scroll
+from registry.render import html_page, html_text, inert_lines, md_escape, percent, scroll
+from registry.text import inert
 from registry_schemas import CandidateComparison, Comparison, NoiseFloor, Summary, SystemSummary
 
 

@@ -13,7 +13,6 @@ says what each cohort input identifies, so where each harness field goes.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import rfc8785
 
 from registry.errors import InputFormatError
 from registry.keys import cohort_key_of, terminal_identity_of
+from registry.text import inert
 from registry_schemas import CohortInputs, Envelope
 
 UNKNOWN = "unknown"
@@ -273,28 +273,13 @@ def duplicate_key_problem(path: str) -> str:
     return f"duplicate key '{shown}' in a JSON object; each key may appear once"
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
 def printable(text: str, limit: int | None = None) -> str:
     r"""Return `text` with control characters escaped (a line break becomes `\n`), cut short.
 
     For names echoed in error messages, so that a key holding a line break, an escape
     sequence or a megabyte of text still makes a one-line message.
     """
-    shown = _CONTROL.sub(_escape, text)
-    if limit is not None and len(shown) > limit:
-        shown = shown[: limit - 3] + "..."
-    return shown
+    return inert(text, limit)
 
 
 def _first_duplicate(value: Any, path: str = "") -> str | None:
