@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from registry.digest import digest_json
-from registry_schemas import INVALID_CLASSES, CostStats
+from registry_schemas import INVALID_CLASSES, CostStats, TerminalClass
 from registry_schemas import TASK_INPUTS as TASK_INPUTS
 
 if TYPE_CHECKING:
@@ -45,17 +45,8 @@ UNOBSERVED = "unobserved"
 ENVELOPE_KEYS = ("agent", "agent_version", "provider", "model", "harness_version")
 INVALID = frozenset(c.value for c in INVALID_CLASSES)
 """Infrastructure-invalid terminal classes: retained, held out of the denominator."""
-CLASSES = (
-    "resolved",
-    "model_failure",
-    "safety_failure",
-    "timeout",
-    "harness_failure",
-    "environment_failure",
-    "grader_failure",
-    "invalid_case",
-    "cancelled",
-)
+CLASSES = tuple(c.value for c in TerminalClass)
+"""The nine terminal classes, valid first, in the contract's order."""
 SAMPLE_KEYS = ("task_id", "cohort_key", "system", "run")
 """Columns that identify a sample (one row of a report, of the `samples` view)."""
 

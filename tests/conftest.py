@@ -108,3 +108,27 @@ def loaded_root(root: Path) -> Path:
 
     ingest(root, [str(QUICKSTART)])
     return root
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+"""Headless Chromium on a machine without network: no background connections, no sandbox."""
+
+
+def chromium() -> str:
+    """Return the Chromium executable, or skip the test (`.ci/run` installs Debian's)."""
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if found := shutil.which(name):
+            return found
+    pytest.skip("no Chromium on this machine (.ci/run installs Debian's chromium)")

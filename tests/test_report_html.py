@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,29 +10,11 @@ from PIL import Image
 
 import registry
 from registry import render
-from tests.conftest import QUICKSTART
+from tests.conftest import CHROMIUM_FLAGS, QUICKSTART, chromium
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
+FLAGS = CHROMIUM_FLAGS
 PLOT_BLUE = (0x1F, 0x5F, 0xBF)
 MARGIN = 24  # body margin in the page's CSS
-
-
-def _browser() -> str:
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    pytest.skip("no Chromium on this machine (.ci/run installs Debian's chromium)")
 
 
 def _close(pixel: tuple[int, ...], color: tuple[int, int, int], tol: int = 40) -> bool:
@@ -42,7 +23,7 @@ def _close(pixel: tuple[int, ...], color: tuple[int, int, int], tol: int = 40) -
 
 @pytest.mark.timeout(120)
 def test_html_report_plot_renders_in_chromium(tmp_path: Path):
-    browser = _browser()
+    browser = chromium()
     root = tmp_path / "reg"
     registry.ingest(root, [str(QUICKSTART)])
     report = registry.build_report(registry.open_store(root), "astropy__astropy-12907")

@@ -9,7 +9,6 @@ a screenshot of the same frame must not be blank.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,22 +17,9 @@ from PIL import Image
 
 import registry
 from registry.site import build_site, page_name
-from tests.conftest import QUICKSTART
+from tests.conftest import CHROMIUM_FLAGS, QUICKSTART, chromium
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--allow-file-access-from-files",
-    "--virtual-time-budget=10000",
-]
+FLAGS = [*CHROMIUM_FLAGS, "--allow-file-access-from-files", "--virtual-time-budget=10000"]
 SIZES = ((1280, 800), (390, 844))
 WRAPPER = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>probe</title>
 <style>body{{margin:0;background:#fff}}iframe{{border:0;width:{w}px;height:{h}px;display:block}}
@@ -44,13 +30,6 @@ document.getElementById("page").onload = function () {{
 }};
 </script></body></html>
 """
-
-
-def _browser() -> str:
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    pytest.skip("no Chromium on this machine (.ci/run installs Debian's chromium)")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +70,7 @@ def _run(
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_pages_render_without_horizontal_overflow(site: Path, tmp_path: Path, size):
-    browser = _browser()
+    browser = chromium()
     width, height = size
     for kind, page in _pages(site).items():
         wrapper = site / f"_probe-{kind}-{width}.html"
