@@ -28,7 +28,6 @@ from registry.evidence import (
     observed_identity,
     system_key,
     system_label,
-    unit_key,
 )
 from registry.query import connect, fetch
 from registry.store import Store
@@ -266,18 +265,6 @@ def _as_dicts(result: Any) -> list[dict[str, Any]]:
 def observed_system(row: dict[str, Any]) -> tuple[str | None, ...]:
     """Return the observed identity as a tuple (provider `unobserved` for legacy evidence)."""
     return tuple(observed_identity(row).values())
-
-
-def describe_units(rows: Sequence[dict[str, Any]], exclude: Sequence[str] = ()) -> str:
-    """Name the suite units among attempt `rows` (largest first) and what tells them apart."""
-    units: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in rows:
-        units.setdefault(unit_key(row, exclude), []).append(row)
-    groups = [
-        (observed_identity(m[0]), m[0]["run"], m[0]["inputs"], len(m), m[0]["attempt_id"])
-        for m in units.values()
-    ]
-    return describe_groups(groups, exclude)
 
 
 def describe_groups(
