@@ -66,9 +66,9 @@ def batch_registry(root: Path, records: list[dict]) -> None:
 
 def small_ingests(root: Path, records: list[dict]) -> None:
     """Write one ingest commit (one segment) per record through the library."""
-    from registry import ledger
-    from registry.keys import derive_keys, record_json
-    from registry.tables import rows_to_table, to_row, write_segment
+    from registry.evidence.keys import derive_keys, record_json
+    from registry.storage import ledger
+    from registry.storage.tables import rows_to_table, to_row, write_segment
     from registry_schemas import AttemptRecord
 
     store = registry.open_store(root, create=True)
@@ -106,7 +106,7 @@ def _cli(*args: str) -> list[str]:
 
 def growth(small: int, large: int, per_task: int, rounds: int, work: Path) -> list[str]:
     """Time one-task reports on a small and a large registry; return the printed lines."""
-    from registry.report import build_report
+    from registry.analysis.report import build_report
 
     task = "repo__project-00000"
     roots = {}
@@ -144,7 +144,7 @@ def _timed(call: object) -> float:
 
 def small_then_pack(ingests: int, tasks: int, rounds: int, work: Path) -> list[str]:
     """Time report, sql and verify on many small ingests, before and after pack, vs a batch."""
-    from registry.pack import pack
+    from registry.storage.pack import pack
 
     records = make_records(ingests, tasks)
     task = "repo__project-00000"

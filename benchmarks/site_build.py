@@ -29,7 +29,7 @@ from registry import (
     record_comparison,
     terminal_identity_of,
 )
-from registry.site import build_site
+from registry.render.site import build_site
 
 INVALID = ["harness_failure", "environment_failure"]
 EXPERIMENTS = [("base", week) for week in range(4)] + [("cand", week) for week in (2, 3)]

@@ -4,7 +4,7 @@
                                            [--profile]
 
 Builds a registry of `--attempts` attempts (one batch ingest), then times, interleaved round
-by round in this process: `registry.verify` (re-hash every object, walk the chain, re-derive
+by round in this process: `registry.storage.verify` (re-hash every object, walk the chain, re-derive
 every attempt id from its row, check retractions, packs, the Merkle tree and checkpoints),
 and plain blake3 reading and hashing every file verify hashes (segments, commits, layers,
 plans, checkpoints), 1 MiB at a time. Prints bytes per second of each and the ratio;

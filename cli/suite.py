@@ -296,7 +296,7 @@ NOISE_RENDERERS = {
     ReportFormat.markdown: "render_noise_markdown",
     ReportFormat.html: "render_noise_html",
 }
-"""Renderer names in `registry.render_suite`, per format (JSON is the document itself)."""
+"""Renderer names in `registry.render.suite`, per format (JSON is the document itself)."""
 
 
 def _print_layer(
@@ -308,7 +308,7 @@ def _print_layer(
     if output is ReportFormat.json:
         emit(to_json(result.model_dump(mode="json", by_alias=True)) + "\n", output_file)
         return
-    from registry import render_suite
+    from registry.render import suite as render_suite
 
     render: Callable[[Any], str] = getattr(render_suite, renderers[output])
     emit(render(result), output_file)

@@ -16,56 +16,14 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from registry.canonical import canonical_json
-    from registry.checkpoints import write_checkpoint
-    from registry.compare import COMPARISON_LAYER, compare, record_comparison
-    from registry.digest import digest_bytes, digest_file, digest_json, short
-    from registry.errors import (
-        InputFormatError,
-        IntegrityError,
-        InvalidRecordError,
-        LedgerConflictError,
-        ObjectNotFoundError,
-        QueryError,
-        ReadOnlyQueryError,
-        RegistryError,
-        RegistryRootError,
-        StorageError,
+    from registry.analysis.compare import COMPARISON_LAYER, compare, record_comparison
+    from registry.analysis.noise import (
+        DEFAULT_ATTEMPTS,
+        DEFAULT_SIMULATIONS,
+        noise_floor,
+        record_noise,
     )
-    from registry.evidence import SAMPLE_KEYS, sample_key, system_label, unit_key
-    from registry.export import ExportError, ExportResult, export_duckdb, export_parquet
-    from registry.importers import EnvelopeConflictError, parse_envelope, parse_overrides
-    from registry.ingest import IngestResult, ingest
-    from registry.keys import attempt_id_of, cohort_key_of, terminal_identity_of
-    from registry.layers import (
-        LAYER_MODELS,
-        LayerVersion,
-        layer_document,
-        list_layers,
-        load_layer,
-        read_layer,
-    )
-    from registry.ledger import (
-        AsOfError,
-        HeadFormatError,
-        LedgerEntry,
-        entries_as_of,
-        head,
-        parse_head,
-        read_ledger,
-    )
-    from registry.merkle import (
-        ConsistencyProof,
-        InclusionProof,
-        ProofError,
-        prove_consistency,
-        prove_inclusion,
-        verify_consistency,
-        verify_inclusion,
-    )
-    from registry.noise import DEFAULT_ATTEMPTS, DEFAULT_SIMULATIONS, noise_floor, record_noise
-    from registry.pack import PackResult, pack_segments
-    from registry.plans import (
+    from registry.analysis.plans import (
         FrozenPlan,
         PlanError,
         find_plan,
@@ -78,14 +36,60 @@ if TYPE_CHECKING:
         size_figures,
         system_rates,
     )
-    from registry.query import QueryResult, connect, run_query
-    from registry.regressions import (
+    from registry.analysis.regressions import (
         find_regressions,
         render_regressions_markdown,
         render_regressions_table,
     )
-    from registry.render import html_page, render_html, render_markdown, render_table
-    from registry.render_suite import (
+    from registry.analysis.report import (
+        REPORT_LAYER,
+        build_report,
+        load_report,
+        record_report,
+        report_document,
+        store_report,
+    )
+    from registry.analysis.summary import record_summary, summarize
+    from registry.errors import (
+        InputFormatError,
+        IntegrityError,
+        InvalidRecordError,
+        LedgerConflictError,
+        ObjectNotFoundError,
+        QueryError,
+        ReadOnlyQueryError,
+        RegistryError,
+        RegistryRootError,
+        StorageError,
+    )
+    from registry.evidence.export import ExportError, ExportResult, export_duckdb, export_parquet
+    from registry.evidence.keys import attempt_id_of, cohort_key_of, terminal_identity_of
+    from registry.evidence.query import QueryResult, connect, run_query
+    from registry.evidence.retract import (
+        RetractionError,
+        RetractionInfo,
+        RetractionResult,
+        read_attempt_ids_file,
+        retract,
+        retracted_ids,
+        retraction_table,
+    )
+    from registry.evidence.rule import SAMPLE_KEYS, sample_key, system_label, unit_key
+    from registry.evidence.selection import (
+        Evidence,
+        Scope,
+        Selector,
+        SelectorError,
+        load_evidence,
+        parse_selector,
+        read_evidence,
+        read_task_list,
+    )
+    from registry.importers import EnvelopeConflictError, parse_envelope, parse_overrides
+    from registry.ingest import IngestResult, ingest
+    from registry.render.report import html_page, render_html, render_markdown, render_table
+    from registry.render.site import SiteError, SiteResult, build_site, page_name
+    from registry.render.suite import (
         render_comparison_html,
         render_comparison_markdown,
         render_comparison_table,
@@ -96,47 +100,48 @@ if TYPE_CHECKING:
         render_summary_markdown,
         render_summary_table,
     )
-    from registry.report import (
-        REPORT_LAYER,
-        build_report,
-        load_report,
-        record_report,
-        report_document,
-        store_report,
+    from registry.render.text import inert
+    from registry.storage.canonical import canonical_json
+    from registry.storage.checkpoints import write_checkpoint
+    from registry.storage.digest import digest_bytes, digest_file, digest_json, short
+    from registry.storage.layers import (
+        LAYER_MODELS,
+        LayerVersion,
+        layer_document,
+        list_layers,
+        load_layer,
+        read_layer,
     )
-    from registry.retract import (
-        RetractionError,
-        RetractionInfo,
-        RetractionResult,
-        read_attempt_ids_file,
-        retract,
-        retracted_ids,
-        retraction_table,
+    from registry.storage.ledger import (
+        AsOfError,
+        HeadFormatError,
+        LedgerEntry,
+        entries_as_of,
+        head,
+        parse_head,
+        read_ledger,
     )
-    from registry.selection import (
-        Evidence,
-        Scope,
-        Selector,
-        SelectorError,
-        load_evidence,
-        parse_selector,
-        read_evidence,
-        read_task_list,
+    from registry.storage.merkle import (
+        ConsistencyProof,
+        InclusionProof,
+        ProofError,
+        prove_consistency,
+        prove_inclusion,
+        verify_consistency,
+        verify_inclusion,
     )
-    from registry.site import SiteError, SiteResult, build_site, page_name
-    from registry.store import Store, open_store
-    from registry.summary import record_summary, summarize
-    from registry.text import inert
-    from registry.verify import VerifyReport, verify
+    from registry.storage.pack import PackResult, pack_segments
+    from registry.storage.store import Store, open_store
+    from registry.storage.verify import VerifyReport, verify
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "registry.canonical": ("canonical_json",),
-    "registry.compare": (
+    "registry.storage.canonical": ("canonical_json",),
+    "registry.analysis.compare": (
         "COMPARISON_LAYER",
         "compare",
         "record_comparison",
     ),
-    "registry.digest": (
+    "registry.storage.digest": (
         "digest_bytes",
         "digest_file",
         "digest_json",
@@ -154,13 +159,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RegistryRootError",
         "StorageError",
     ),
-    "registry.evidence": (
+    "registry.evidence.rule": (
         "SAMPLE_KEYS",
         "sample_key",
         "system_label",
         "unit_key",
     ),
-    "registry.export": ("ExportError", "ExportResult", "export_duckdb", "export_parquet"),
+    "registry.evidence.export": ("ExportError", "ExportResult", "export_duckdb", "export_parquet"),
     "registry.importers": (
         "EnvelopeConflictError",
         "parse_envelope",
@@ -170,12 +175,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "IngestResult",
         "ingest",
     ),
-    "registry.keys": (
+    "registry.evidence.keys": (
         "attempt_id_of",
         "cohort_key_of",
         "terminal_identity_of",
     ),
-    "registry.layers": (
+    "registry.storage.layers": (
         "LAYER_MODELS",
         "LayerVersion",
         "layer_document",
@@ -183,7 +188,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "load_layer",
         "read_layer",
     ),
-    "registry.ledger": (
+    "registry.storage.ledger": (
         "AsOfError",
         "HeadFormatError",
         "LedgerEntry",
@@ -192,29 +197,29 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "parse_head",
         "read_ledger",
     ),
-    "registry.noise": (
+    "registry.analysis.noise": (
         "DEFAULT_ATTEMPTS",
         "DEFAULT_SIMULATIONS",
         "noise_floor",
         "record_noise",
     ),
-    "registry.query": (
+    "registry.evidence.query": (
         "QueryResult",
         "connect",
         "run_query",
     ),
-    "registry.regressions": (
+    "registry.analysis.regressions": (
         "find_regressions",
         "render_regressions_markdown",
         "render_regressions_table",
     ),
-    "registry.render": (
+    "registry.render.report": (
         "html_page",
         "render_html",
         "render_markdown",
         "render_table",
     ),
-    "registry.render_suite": (
+    "registry.render.suite": (
         "render_comparison_html",
         "render_comparison_markdown",
         "render_comparison_table",
@@ -225,7 +230,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "render_summary_markdown",
         "render_summary_table",
     ),
-    "registry.report": (
+    "registry.analysis.report": (
         "REPORT_LAYER",
         "build_report",
         "load_report",
@@ -233,7 +238,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "report_document",
         "store_report",
     ),
-    "registry.retract": (
+    "registry.evidence.retract": (
         "RetractionError",
         "RetractionInfo",
         "RetractionResult",
@@ -242,7 +247,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "retracted_ids",
         "retraction_table",
     ),
-    "registry.selection": (
+    "registry.evidence.selection": (
         "Evidence",
         "Scope",
         "Selector",
@@ -252,19 +257,19 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "read_evidence",
         "read_task_list",
     ),
-    "registry.store": (
+    "registry.storage.store": (
         "Store",
         "open_store",
     ),
-    "registry.summary": (
+    "registry.analysis.summary": (
         "record_summary",
         "summarize",
     ),
-    "registry.verify": (
+    "registry.storage.verify": (
         "VerifyReport",
         "verify",
     ),
-    "registry.plans": (
+    "registry.analysis.plans": (
         "FrozenPlan",
         "PlanError",
         "find_plan",
@@ -277,18 +282,18 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "size_figures",
         "system_rates",
     ),
-    "registry.site": (
+    "registry.render.site": (
         "SiteError",
         "SiteResult",
         "build_site",
         "page_name",
     ),
-    "registry.pack": (
+    "registry.storage.pack": (
         "PackResult",
         "pack_segments",
     ),
-    "registry.checkpoints": ("write_checkpoint",),
-    "registry.merkle": (
+    "registry.storage.checkpoints": ("write_checkpoint",),
+    "registry.storage.merkle": (
         "ConsistencyProof",
         "InclusionProof",
         "ProofError",
@@ -297,7 +302,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "verify_consistency",
         "verify_inclusion",
     ),
-    "registry.text": ("inert",),
+    "registry.render.text": ("inert",),
 }
 """Module -> the public names it defines."""
 
@@ -321,9 +326,9 @@ def __dir__() -> list[str]:
 class _Package(types.ModuleType):
     """The package object: a submodule never hides the public name it shares.
 
-    `registry.compare`, `registry.ingest`, `registry.retract` and `registry.verify` are
-    functions; importing the submodule of the same name would otherwise rebind the package
-    attribute to the module (as the import system does for every submodule).
+    `registry.ingest` is a function; importing the submodule of the same name would
+    otherwise rebind the package attribute to the module (as the import system does for
+    every submodule).
     """
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from registry.canonical import canonical_json
-from registry.digest import digest_bytes
-from registry.keys import IDENTITY_FIELDS, record_json
+from registry.evidence.keys import IDENTITY_FIELDS, record_json
+from registry.storage.canonical import canonical_json
+from registry.storage.digest import digest_bytes
 from registry_schemas import (
     COHORT_SCHEME,
     AttemptRecord,
@@ -131,7 +131,10 @@ def contract_files() -> dict[str, bytes]:
         "noise.schema.json": NoiseFloor.model_json_schema(by_alias=True),
         "regressions.schema.json": RegressionReport.model_json_schema(by_alias=True),
         "plan.schema.json": Plan.model_json_schema(by_alias=True),
-        "digest-vectors.json": {"schema": "registry.digest-vectors/1", "vectors": digest_vectors()},
+        "digest-vectors.json": {
+            "schema": "registry.digest-vectors/1",
+            "vectors": digest_vectors(),
+        },
     }
     options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
     return {name: orjson.dumps(doc, option=options) + b"\n" for name, doc in documents.items()}

@@ -16,15 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from registry import ledger
 from registry._faults import checkpoint
-from registry.admission import Admission
-from registry.digest import digest_file
 from registry.errors import InvalidRecordError, LedgerConflictError
+from registry.evidence.admission import Admission
+from registry.evidence.keys import derive_keys, record_json
+from registry.evidence.retract import retracted_ids
 from registry.importers import ImportContext, parse_envelope
-from registry.keys import derive_keys, record_json
-from registry.retract import retracted_ids
-from registry.sources import (
+from registry.importers.sources import (
     ProgressFn,
     Source,
     complete_envelope,
@@ -32,8 +30,10 @@ from registry.sources import (
     resolve_sources,
     validate_payload,
 )
-from registry.store import MARKER, Store, open_store, remove_empty_store
-from registry.tables import read_segment, rows_to_table, to_row, write_segment
+from registry.storage import ledger
+from registry.storage.digest import digest_file
+from registry.storage.store import MARKER, Store, open_store, remove_empty_store
+from registry.storage.tables import read_segment, rows_to_table, to_row, write_segment
 
 SPILL_ROWS = 100_000
 

@@ -159,6 +159,23 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _remove_stale_socket(path: Path) -> None:
+    """Delete a unix socket nobody listens on.
+
+    `weed` creates `/tmp/seaweedfs-<service>-grpc-<port>.sock` whatever TMPDIR says, and in 4.48
+    leaves the admin and S3 ones behind after SIGTERM.
+    """
+    if not path.is_socket():
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            path.unlink(missing_ok=True)
+        except OSError:
+            return
+
+
 def _log_tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -185,6 +202,7 @@ class SeaweedServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.workdir: Path | None = None
         self.server: S3Server | None = None
+        self.ports: dict[str, int] = {}
 
     def __enter__(self) -> S3Server:
         return self.start()
@@ -226,6 +244,7 @@ class SeaweedServer:
         }
         config.write_text(json.dumps({"identities": [identity]}), encoding="utf-8")
         ports = dict(zip(SERVICES, free_port_pairs(len(SERVICES)), strict=True))
+        self.ports = ports
         args = [
             self.weed,
             "-logtostderr",
@@ -326,6 +345,9 @@ class SeaweedServer:
         # anything the group left behind (none in 4.48: `mini` is one process)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
+        ports, self.ports = self.ports, {}
+        for service, port in ports.items():
+            _remove_stale_socket(Path(f"/tmp/seaweedfs-{service}-grpc-{port + GRPC_OFFSET}.sock"))
 
     def stop(self) -> None:
         """Stop the server and delete its directory; safe to call more than once."""

@@ -8,8 +8,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from registry.canonical import canonical_json, canonical_json_reference
-from registry.digest import digest_json
+from registry.storage.canonical import canonical_json, canonical_json_reference
+from registry.storage.digest import digest_json
 
 safe_ints = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)

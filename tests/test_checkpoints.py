@@ -8,13 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from registry import checkpoints, ledger
-from registry.canonical import canonical_json
-from registry.digest import digest_bytes
 from registry.errors import IntegrityError
-from registry.query import run_query
-from registry.store import Store
-from registry.verify import verify
+from registry.evidence.query import run_query
+from registry.storage import checkpoints, ledger
+from registry.storage.canonical import canonical_json
+from registry.storage.digest import digest_bytes
+from registry.storage.store import Store
+from registry.storage.verify import verify
 from tests.test_pack import one_attempt_ingests
 
 

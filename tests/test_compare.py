@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import registry
-from registry import stats
+from registry.analysis import stats
 from tests.conftest import INPUTS, make_record, write_jsonl
 
 BASE_SYSTEM = "blake3:" + "a" * 64
@@ -308,7 +308,7 @@ def _sign(diffs, p_holm):
 
 
 def test_bootstrap_clearing_zero_under_no_difference_is_explained():
-    from registry.compare import decide
+    from registry.analysis.compare import decide
 
     diffs = [0.2, 0.2, 0.0, 0.2, -0.2, 0.2, 0.0, 0.2]
     verdict = decide(_paired(diffs), 0.1, 0.2, _sign(diffs, 0.2), 5, (0.02, 0.18))
@@ -317,7 +317,7 @@ def test_bootstrap_clearing_zero_under_no_difference_is_explained():
 
 
 def test_no_difference_at_all_is_never_a_heavy_task_verdict():
-    from registry.compare import decide
+    from registry.analysis.compare import decide
 
     diffs = [0.0] * 6
     verdict = decide(_paired(diffs), 0.0, 0.0, _sign(diffs, 1.0), 5, (0.0, 0.0))

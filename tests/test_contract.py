@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from registry.canonical import canonical_json_reference
 from registry.contract import SCHEMA_DIR, contract_files
-from registry.digest import digest_bytes
+from registry.storage.canonical import canonical_json_reference
+from registry.storage.digest import digest_bytes
 from tests.conftest import FIXTURES, QUICKSTART
 
 

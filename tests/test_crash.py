@@ -114,14 +114,14 @@ def test_ingest_killed_at_checkpoint_leaves_a_consistent_registry(point, root, t
 
 # --- report, retract and every durable write ----------------------------------------------
 #
-# `report` stores its layer through registry/layers.py, which has no checkpoint of its own:
+# `report` stores its layer through registry/storage/layers.py, which has no checkpoint of its own:
 # the child process wraps `ledger.append` (kill just before or just after the layer commit)
 # and `Store.put_file` (kill before or after the Nth durable write of any command). Every
 # kill is a real SIGKILL of a real CLI process; nothing waits on a clock.
 
 FAULTY_CLI = """
 import os, signal, sys
-from registry import ledger, store
+from registry.storage import ledger, store
 
 spec = os.environ.get("REGISTRY_TEST_KILL", "")
 count_file = os.environ.get("REGISTRY_TEST_COUNT")

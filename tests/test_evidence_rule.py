@@ -267,7 +267,7 @@ def test_a_retried_infrastructure_failure_shares_its_slot(invoke, root):
 
 
 def test_conflicting_slots_stored_before_the_rule_count_neither(root, tmp_path, monkeypatch):
-    from registry.admission import Admission
+    from registry.evidence.admission import Admission
 
     monkeypatch.setattr(Admission, "admit", lambda *args, **kwargs: None)
     records = [

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import registry
-from registry.export import EXPORT_VIEWS, ExportError, export_duckdb, export_parquet
+from registry.evidence.export import EXPORT_VIEWS, ExportError, export_duckdb, export_parquet
 from registry_cli.output import rows_as_dicts, to_json
 from tests.conftest import make_record, write_jsonl
 
@@ -171,7 +171,7 @@ def test_include_retracted(loaded_root, invoke, tmp_path):
 
 
 def test_failed_export_leaves_nothing(loaded_root, tmp_path, monkeypatch):
-    import registry.export as export_module
+    import registry.evidence.export as export_module
 
     def broken(tmp: Path, target: Path) -> None:
         raise OSError(28, "No space left on device")
@@ -191,7 +191,7 @@ def test_export_error_is_a_registry_error():
 
 
 def test_failed_duckdb_statement_is_one_line_and_leaves_nothing(loaded_root, tmp_path, monkeypatch):
-    import registry.export as export_module
+    import registry.evidence.export as export_module
 
     monkeypatch.setattr(export_module, "JSON_COLUMNS", {"samples": "no_such_column"})
     target = tmp_path / "out.duckdb"

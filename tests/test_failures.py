@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import registry
-import registry.sources
-import registry.store
+import registry.importers.sources
+import registry.storage.store
 from registry_cli.main import app
 from tests.conftest import QUICKSTART, make_record, tree_snapshot, write_jsonl
 
@@ -58,7 +58,9 @@ def test_ingest_write_failure_is_one_line_and_commits_nothing(
 ):
     registry.ingest(root, [str(QUICKSTART)])
     before = _files(root)
-    monkeypatch.setattr(registry.store, "_fsync_file", _refuse(code))  # publishing a segment
+    monkeypatch.setattr(
+        registry.storage.store, "_fsync_file", _refuse(code)
+    )  # publishing a segment
     path = write_jsonl(tmp_path / "new.jsonl", [make_record(experiment_id="exp-new")])
 
     line = _one_line(invoke("ingest", str(path)))
@@ -72,7 +74,7 @@ def test_ingest_write_failure_is_one_line_and_commits_nothing(
 
 @pytest.mark.parametrize("code", sorted(REASONS), ids=[errno.errorcode[c] for c in sorted(REASONS)])
 def test_new_registry_that_cannot_be_created_is_one_line(code, invoke, root, tmp_path, monkeypatch):
-    monkeypatch.setattr(registry.store, "_create_dir", _refuse(code))
+    monkeypatch.setattr(registry.storage.store, "_create_dir", _refuse(code))
     path = write_jsonl(tmp_path / "in.jsonl", [make_record()])
 
     line = _one_line(invoke("ingest", str(path)))
@@ -101,7 +103,7 @@ def test_unreadable_input_file_is_one_line(invoke, tmp_path, monkeypatch):
             raise PermissionError(errno.EACCES, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(registry.sources, "open", guarded, raising=False)
+    monkeypatch.setattr(registry.importers.sources, "open", guarded, raising=False)
 
     line = _one_line(invoke("ingest", str(path)))
 
@@ -110,8 +112,8 @@ def test_unreadable_input_file_is_one_line(invoke, tmp_path, monkeypatch):
 
 def _read_only(monkeypatch) -> None:
     """Every write the store attempts fails as on a read-only file system."""
-    monkeypatch.setattr(registry.store, "_create_dir", _refuse(errno.EROFS))
-    monkeypatch.setattr(registry.store, "_fsync_file", _refuse(errno.EROFS))
+    monkeypatch.setattr(registry.storage.store, "_create_dir", _refuse(errno.EROFS))
+    monkeypatch.setattr(registry.storage.store, "_fsync_file", _refuse(errno.EROFS))
 
 
 def test_report_on_a_read_only_registry_prints_the_report(invoke, loaded_root, monkeypatch):

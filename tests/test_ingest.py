@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from registry import canonical_json, ingest, open_store, read_ledger, run_query
-from registry.keys import record_json
+from registry.evidence.keys import record_json
 from registry_schemas import AttemptRecord, TerminalClass, format_timestamp
 from tests.conftest import INPUTS, QUICKSTART, make_record, write_jsonl
 
@@ -188,7 +188,7 @@ def test_hostile_task_ids_stored_and_queried_inside_the_root(tmp_path, root):
         assert all(t not in path.relative_to(root).as_posix() for t in HOSTILE[:3])
     store = open_store(root)
     for task in HOSTILE:
-        from registry.query import connect, fetch
+        from registry.evidence.query import connect, fetch
 
         con = connect(store)
         got = fetch(con, "SELECT task_id FROM attempts WHERE task_id = ?", [task]).rows

@@ -2,7 +2,7 @@
 
 The functions prefixed `rfc_` below are written from RFC 9162 §2.1 (MTH, PATH, PROOF and
 the verification algorithms of §2.1.3.2 and §2.1.4.2) with blake3 as the hash, without
-using `registry.merkle`.
+using `registry.storage.merkle`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from registry import ledger
+from registry.evidence.retract import retract
 from registry.ingest import ingest
-from registry.merkle import consistency, inclusion
-from registry.pack import pack
-from registry.retract import retract
-from registry.store import Store
-from registry.verify import verify
+from registry.storage import ledger
+from registry.storage.merkle import consistency, inclusion
+from registry.storage.pack import pack
+from registry.storage.store import Store
+from registry.storage.verify import verify
 from registry_cli.main import app
 from tests.conftest import make_record, write_jsonl
 from tests.test_pack import one_attempt_ingests

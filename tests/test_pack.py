@@ -10,17 +10,17 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from registry import checkpoints, ledger
-from registry.digest import digest_file
-from registry.keys import derive_keys, record_json
-from registry.pack import live_segments, pack
-from registry.query import connect, run_query
-from registry.report import build_report, report_document
-from registry.retract import retract
-from registry.store import Store, open_store
-from registry.summary import summarize
-from registry.tables import read_segment, rows_to_table, to_row, write_segment
-from registry.verify import verify
+from registry.analysis.report import build_report, report_document
+from registry.analysis.summary import summarize
+from registry.evidence.keys import derive_keys, record_json
+from registry.evidence.query import connect, run_query
+from registry.evidence.retract import retract
+from registry.storage import checkpoints, ledger
+from registry.storage.digest import digest_file
+from registry.storage.pack import live_segments, pack
+from registry.storage.store import Store, open_store
+from registry.storage.tables import read_segment, rows_to_table, to_row, write_segment
+from registry.storage.verify import verify
 from registry_schemas import AttemptRecord
 from tests.conftest import make_record
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import registry
-from registry import planning
-from registry.plans import (
+from registry.analysis import planning
+from registry.analysis.plans import (
     PlanError,
     find_plan,
     freeze_plan,
@@ -412,8 +412,8 @@ def test_what_if_over_tasks_and_attempts():
 
 @pytest.mark.parametrize("budget", [{}, {"tokens": 1000}, {"cost_usd": 0.01, "time_seconds": 10}])
 def test_the_sql_form_of_the_plan_rule_agrees_with_outside_reasons(root, budget):
-    from registry.plans import outside_clause, outside_reasons
-    from registry.query import connect, fetch
+    from registry.analysis.plans import outside_clause, outside_reasons
+    from registry.evidence.query import connect, fetch
 
     store, frozen = _frozen(root, "incomplete.jsonl")
     spec = frozen.plan.model_copy(update={"budget": frozen.plan.budget.model_copy(update=budget)})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import registry
-from registry.regressions import find_regressions
+from registry.analysis.regressions import find_regressions
 from tests.conftest import FIXTURES, make_record, write_jsonl
 
 HERE = FIXTURES / "regressions"
@@ -191,7 +191,7 @@ def test_counts_agree_with_the_samples_view(root):
     report = find_regressions(store)
     con = registry.connect(store)
     try:
-        rows = registry.query.fetch(
+        rows = registry.evidence.query.fetch(
             con, "SELECT cohort_key, resolved, valid, generation FROM samples"
         ).rows
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import registry
-from registry.report import read_task_rows, report_document, report_from_rows
+from registry.analysis.report import read_task_rows, report_document, report_from_rows
 from tests.conftest import FIXTURES, make_record, tree_snapshot, write_jsonl
 
 TASK = "astropy__astropy-12907"  # two experiments, a regrade, a model swap, legacy records
@@ -228,7 +228,7 @@ def test_unknown_task_is_a_clear_error(invoke, loaded_root):
 
 
 def test_report_reads_only_the_tasks_segments(loaded_root, monkeypatch):
-    import registry.query as query
+    import registry.evidence.query as query
 
     opened: list[list[str]] = []
     original = query.connect
@@ -243,7 +243,7 @@ def test_report_reads_only_the_tasks_segments(loaded_root, monkeypatch):
         )
         return con
 
-    monkeypatch.setattr("registry.selection.connect", spy)
+    monkeypatch.setattr("registry.evidence.selection.connect", spy)
     registry.build_report(registry.open_store(loaded_root), TASK)
     segments = [
         s for e in registry.read_ledger(registry.open_store(loaded_root)) for s in e.commit.segments

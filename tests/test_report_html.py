@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 import registry
-from registry import render
+from registry.render import report as render
 from tests.conftest import CHROMIUM_FLAGS, QUICKSTART, chromium
 
 FLAGS = CHROMIUM_FLAGS

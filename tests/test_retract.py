@@ -11,16 +11,16 @@ import pyarrow as pa
 import pytest
 
 import registry
-from registry import ledger
-from registry.keys import derive_keys, record_json
-from registry.retract import (
+from registry.evidence.keys import derive_keys, record_json
+from registry.evidence.retract import (
     RetractionError,
     read_attempt_ids_file,
     retract,
     retracted_ids,
     retraction_table,
 )
-from registry.tables import read_segment
+from registry.storage import ledger
+from registry.storage.tables import read_segment
 from registry_schemas import AttemptRecord
 from tests.conftest import make_record, tree_snapshot, write_jsonl
 

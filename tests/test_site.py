@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 import registry
-from registry.render_suite import render_comparison_html, render_comparison_markdown
-from registry.site import build_site, page_name
+from registry.render.site import build_site, page_name
+from registry.render.suite import render_comparison_html, render_comparison_markdown
 from registry_cli.main import app
 from tests.conftest import QUICKSTART, make_record, write_jsonl
 

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 import registry
-from registry.site import build_site, page_name
+from registry.render.site import build_site, page_name
 from tests.conftest import CHROMIUM_FLAGS, QUICKSTART, chromium
 
 FLAGS = [*CHROMIUM_FLAGS, "--allow-file-access-from-files", "--virtual-time-budget=10000"]

@@ -12,7 +12,7 @@ import pytest
 
 import registry
 from registry.errors import StorageError
-from registry.store import Store
+from registry.storage.store import Store
 
 STOPPED = "Error: query stopped after 2 s (--timeout); narrow it or raise the limit"
 

@@ -89,7 +89,7 @@ def test_help_and_version_exit_zero(flag):
 def test_no_module_imports_scipy_or_statsmodels():
     """scipy loads only where a p-value is computed; statsmodels only in the tests."""
     modules = _registry_modules()
-    assert "registry.planning" in modules and "registry.stats" in modules
+    assert "registry.analysis.planning" in modules and "registry.analysis.stats" in modules
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules)
     assert _loaded(code, roots=("scipy", "statsmodels", "inspect_ai")) == []
 
@@ -141,9 +141,12 @@ def test_public_names_are_the_defining_modules_objects():
 def test_a_submodule_never_hides_the_function_it_shares_a_name_with():
     code = (
         "import sys, registry\n"
-        "import registry.compare, registry.ingest, registry.retract, registry.verify\n"
-        "for name in ('compare', 'ingest', 'retract', 'verify'):\n"
-        "    assert getattr(registry, name) is getattr(sys.modules['registry.' + name], name)\n"
+        "import registry.analysis.compare, registry.ingest, registry.evidence.retract\n"
+        "import registry.storage.verify\n"
+        "modules = {'compare': 'analysis.compare', 'ingest': 'ingest',"
+        " 'retract': 'evidence.retract', 'verify': 'storage.verify'}\n"
+        "for name, module in modules.items():\n"
+        "    assert getattr(registry, name) is getattr(sys.modules['registry.' + module], name)\n"
         "from registry import compare, ingest\n"
         "assert callable(compare) and callable(ingest)\n"
     )

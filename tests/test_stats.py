@@ -1,4 +1,4 @@
-"""Tests for registry.stats and registry.planning: statistics-reference.json cases, invariants."""
+"""registry.analysis.stats and .planning: every statistics-reference.json case, and invariants."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from registry import planning, stats
+from registry.analysis import planning, stats
 
 REFERENCE_PATH = Path(__file__).parent / "data" / "statistics-reference.json"
 REFERENCE: dict[str, Any] = json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))

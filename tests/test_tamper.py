@@ -35,8 +35,8 @@ import pytest
 from typer.testing import CliRunner
 
 import registry
-from registry import ledger
-from registry.tables import read_segment, write_segment
+from registry.storage import ledger
+from registry.storage.tables import read_segment, write_segment
 from registry_cli.main import app
 from registry_schemas import Commit
 from tests.conftest import QUICKSTART, make_record, tree_snapshot, write_jsonl

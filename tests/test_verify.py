@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import registry
-from registry import ledger
-from registry.keys import derive_keys, record_json
-from registry.tables import read_segment, rows_to_table, to_row, write_segment
+from registry.evidence.keys import derive_keys, record_json
+from registry.storage import ledger
+from registry.storage.tables import read_segment, rows_to_table, to_row, write_segment
 from registry_schemas import AttemptRecord
 from tests.conftest import QUICKSTART, make_record, write_jsonl
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import registry
-from registry import ledger
 from registry.errors import IntegrityError
+from registry.storage import ledger
 from registry_schemas import Commit
 
 TASK = "django__django-11099"

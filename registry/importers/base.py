@@ -23,8 +23,8 @@ import orjson
 import rfc8785
 
 from registry.errors import InputFormatError
-from registry.keys import cohort_key_of, terminal_identity_of
-from registry.text import inert
+from registry.evidence.keys import cohort_key_of, terminal_identity_of
+from registry.render.text import inert
 from registry_schemas import CohortInputs, Envelope
 
 UNKNOWN = "unknown"

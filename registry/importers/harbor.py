@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from registry.canonical import canonical_json
-from registry.digest import digest_json
 from registry.errors import InputFormatError
 from registry.importers.base import ImportContext, hashable_values, read_json, with_identity
+from registry.storage.canonical import canonical_json
+from registry.storage.digest import digest_json
 from registry_schemas import INVALID_CLASSES, format_timestamp
 
 _GROUPS = {

@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from registry.digest import digest_json
 from registry.errors import InputFormatError
 from registry.importers.base import ImportContext, hashable_values, with_identity
+from registry.storage.digest import digest_json
 
 _SNIFF_BYTES = 1 << 16
 _LABEL_TEXT = 300

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from registry.digest import digest_file, digest_json
 from registry.errors import InputFormatError
 from registry.importers.base import ImportContext, read_json, with_identity
+from registry.storage.digest import digest_file, digest_json
 from registry_schemas import TerminalClass
 
 RUN_LOGS = Path("logs", "run_evaluation")

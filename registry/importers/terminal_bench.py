@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from registry.digest import digest_json
 from registry.errors import InputFormatError
 from registry.importers.base import ImportContext, hashable_values, read_json, with_identity
+from registry.storage.digest import digest_json
 
 RUN_METADATA = "run_metadata.json"
 RESULTS = "results.json"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from registry.digest import digest_json
 from registry.importers import ImportContext, detect_importer
 from registry.importers.harbor import EXCEPTION_CLASSES, IMPORTER, _classify
+from registry.storage.digest import digest_json
 from registry_schemas import AttemptRecord
 from tests.conftest import FIXTURES, tree_snapshot
 

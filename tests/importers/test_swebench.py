@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from registry.digest import digest_file, digest_json
 from registry.importers import ImportContext
 from registry.importers.swebench import IMPORTER
+from registry.storage.digest import digest_file, digest_json
 from registry_schemas import AttemptRecord
 from tests.conftest import FIXTURES, tree_snapshot
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from registry.digest import digest_json
 from registry.importers import ImportContext
 from registry.importers.terminal_bench import (
     CLASS_BY_FAILURE_MODE,
@@ -18,6 +17,7 @@ from registry.importers.terminal_bench import (
     _repeat_index,
     classify,
 )
+from registry.storage.digest import digest_json
 from registry_schemas import AttemptRecord
 from tests.conftest import FIXTURES, tree_snapshot
 

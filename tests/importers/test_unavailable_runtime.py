@@ -9,8 +9,8 @@ import pydantic
 import pytest
 
 import registry
-from registry import stats
-from registry.tables import ATTEMPT_SCHEMA
+from registry.analysis import stats
+from registry.storage.tables import ATTEMPT_SCHEMA
 from registry_schemas import AttemptRecord, RuntimeStats
 from tests.conftest import FIXTURES, make_record
 

@@ -1,0 +1,1 @@
+"""The statistics and the documents built from them: reports, comparisons, summaries, plans."""

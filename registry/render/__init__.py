@@ -1,0 +1,1 @@
+"""Text, Markdown, HTML and the static site, from documents; no I/O but the site writer."""
