@@ -293,10 +293,13 @@ def test_a_second_server_coexists_and_is_stopped_when_the_block_fails(
         obstore.put(other.store(), "only-here", b"x", mode="create")
         assert names(other.store()) == ["only-here"]
         assert "only-here" not in names(s3_server.store())
+        grpc_ports = [port + s3server.GRPC_OFFSET for port in runner.ports.values()]
         raise RuntimeError("test body failed")
     with pytest.raises(ProcessLookupError):
         os.kill(other.pid, 0)
     assert not other.data_dir.exists()
+    left = [path for path in Path("/tmp").glob("seaweedfs-*-grpc-*.sock")]
+    assert [path for path in left if int(path.stem.rsplit("-", 1)[1]) in grpc_ports] == []
 
 
 def listening_ports(pid: int) -> set[int]:
