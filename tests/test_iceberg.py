@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
@@ -277,6 +278,13 @@ def test_bad_catalogs_and_names_are_one_line_errors(
     assert "\n" not in str(caught.value)
 
 
+def test_an_object_root_is_refused(tmp_path, catalog_uri):
+    # Its local files are this machine's cache: no other reader could open them.
+    bucket = SimpleNamespace(is_local=False, location="s3://bucket/team", root=tmp_path)
+    with pytest.raises(PublishError, match=r"^s3://bucket/team: .*directory root"):
+        publish_iceberg(bucket, catalog_uri, TABLE)  # type: ignore[arg-type]
+
+
 def test_an_empty_registry_publishes_nothing(tmp_path, catalog_uri):
     store = registry.open_store(tmp_path / "empty", create=True)
     with pytest.raises(PublishError, match="no commits"):
@@ -354,6 +362,7 @@ def test_spark_reads_the_files_the_iceberg_table_lists(loaded_root, catalog_uri,
     No Iceberg runtime jar is available offline, so Spark reads the Parquet files the
     snapshot names rather than the table through a Spark catalog; the query is the same.
     """
+    pytest.importorskip("pyspark.sql")
     store = registry.open_store(loaded_root)
     ingest_records(loaded_root, tmp_path, "a.jsonl", [make_record(repeat_index=0)])
     ingest_records(loaded_root, tmp_path, "b.jsonl", [make_record(repeat_index=1)])
@@ -377,7 +386,7 @@ def test_spark_reads_the_files_the_iceberg_table_lists(loaded_root, catalog_uri,
     finally:
         spark.stop()
     expected = registry_rows(store)
-    assert len(got) == len(expected) == 113 - 2
+    assert len(got) == len(expected) == 114 - 2
     assert sorted(r["attempt_id"] for r in got) == [row[0] for row in expected]
     by_id = {r["attempt_id"]: r for r in got}
     for row in expected:

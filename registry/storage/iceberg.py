@@ -33,7 +33,8 @@ further properties (credentials, tokens, `s3.endpoint`) from
 
 Data files are referenced by `file://` paths of the registry root, so every reader must see
 the root at the same path (a shared or mounted directory); a root moved elsewhere republishes
-every segment under its new path.
+every segment under its new path. An object-storage root (`s3://...`) is refused: its local
+files are this machine's cache.
 
 PyIceberg is imported only when publishing (`pip install 'agent-evidence-registry[iceberg]'`).
 """
@@ -163,6 +164,14 @@ def publish_iceberg(
         raise PublishError(f"publishing to Iceberg needs PyIceberg: {INSTALL_HINT}") from None
     from registry.storage.ledger import read_ledger
 
+    if not getattr(store, "is_local", True):
+        # On an object root `resolve` gives this machine's cached copies: no other reader
+        # could open the files the table would name.
+        location = getattr(store, "location", store.root)
+        raise PublishError(
+            f"{location}: Iceberg publication registers segments by local path; publish "
+            "from a directory root (registry sync the bucket to one first)"
+        )
     entries = read_ledger(store)
     if not entries:
         raise PublishError("the registry has no commits yet: nothing to publish; ingest first")
