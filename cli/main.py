@@ -32,6 +32,7 @@ from .pack import pack
 from .plan import plan_app
 from .proof import proof_app
 from .site import site
+from .sync import sync
 
 PROGRESS_MIN_BYTES = 16 << 20
 PROG = "registry"
@@ -159,8 +160,19 @@ def _root(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            metavar="URL",
+            envvar="REGISTRY_S3_ENDPOINT",
+            help="S3-compatible server for s3:// roots (env REGISTRY_S3_ENDPOINT).",
+        ),
+    ] = None,
 ) -> None:
     """A content-addressed evidence registry for coding-agent evaluation attempts."""
+    if endpoint:
+        os.environ["REGISTRY_S3_ENDPOINT"] = endpoint  # read where an s3:// root is opened
 
 
 def _progress_factory(enabled: bool) -> Any:
@@ -352,6 +364,7 @@ app.command()(export)
 app.command()(head)
 app.command()(site)
 app.command()(pack)
+app.command()(sync)
 app.add_typer(proof_app, name="proof")
 
 

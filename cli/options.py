@@ -23,9 +23,9 @@ RootOption = Annotated[
     Path,
     typer.Option(
         "--root",
-        metavar="DIR",
+        metavar="ROOT",
         envvar="REGISTRY_ROOT",
-        help="Registry root directory (env REGISTRY_ROOT).",
+        help="Registry root: a directory or s3://bucket/prefix (env REGISTRY_ROOT).",
         show_default=True,
     ),
 ]

@@ -132,6 +132,7 @@ if TYPE_CHECKING:
     )
     from registry.storage.pack import PackResult, pack_segments
     from registry.storage.store import Store, open_store
+    from registry.storage.sync import SyncError, SyncResult, sync
     from registry.storage.verify import VerifyReport, verify
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -303,6 +304,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "verify_inclusion",
     ),
     "registry.render.text": ("inert",),
+    "registry.storage.sync": ("SyncError", "SyncResult", "sync"),
 }
 """Module -> the public names it defines."""
 
@@ -381,6 +383,8 @@ __all__ = [
     "SiteResult",
     "StorageError",
     "Store",
+    "SyncError",
+    "SyncResult",
     "VerifyReport",
     "attempt_id_of",
     "build_report",
@@ -455,6 +459,7 @@ __all__ = [
     "size_figures",
     "store_report",
     "summarize",
+    "sync",
     "system_label",
     "system_rates",
     "terminal_identity_of",

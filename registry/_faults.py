@@ -25,6 +25,21 @@ RETRACT_POINTS = ("retract-before-commit", "retract-after-commit")
 """The points of `retract`: the ids are checked, then the retraction commit is appended."""
 
 
+_INJECTED: set[str] = set()
+
+
+def inject_once(name: str) -> bool:
+    """True the first time fault `name` is reached in a process that `REGISTRY_INJECT` names.
+
+    Injected faults are the ones a process survives, unlike crash points: `lost-ack` makes
+    an object store's successful commit look failed to the writer, as a dropped response does.
+    """
+    if name in _INJECTED or name not in os.environ.get("REGISTRY_INJECT", "").split(","):
+        return False
+    _INJECTED.add(name)
+    return True
+
+
 def checkpoint(name: str) -> None:
     """Die here, abruptly, if the test harness asked for it."""
     if os.environ.get("REGISTRY_CRASH_AT") == name:

@@ -32,7 +32,7 @@ from registry.importers.sources import (
 )
 from registry.storage import ledger
 from registry.storage.digest import digest_file
-from registry.storage.store import MARKER, Store, open_store, remove_empty_store
+from registry.storage.store import MARKER, Store, is_url, open_store, remove_empty_store
 from registry.storage.tables import read_segment, rows_to_table, to_row, write_segment
 
 SPILL_ROWS = 100_000
@@ -108,7 +108,9 @@ def ingest(
     )
     for source in sources:
         source.context = context
-    fresh, root_existed = not Path(root, MARKER).exists(), Path(root).exists()
+    local = not is_url(root)  # an object root's marker stays: nothing is ever deleted there
+    fresh = local and not Path(root, MARKER).exists()
+    root_existed = not local or Path(root).exists()
     store = open_store(root, create=True)
     tick = progress(sum(s.size for s in sources)) if progress else None
     try:

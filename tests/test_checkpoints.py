@@ -26,16 +26,16 @@ def small_interval(monkeypatch):
 def _walk(store: Store) -> list[ledger.LedgerEntry]:
     """The ledger read commit file by commit file."""
     names = sorted(n for n in os.listdir(store.ledger_dir) if ledger.is_commit_name(n))
-    return [ledger.read_entry(store.ledger_dir / n) for n in names]
+    return [ledger.read_entry(store, f"ledger/{n}") for n in names]
 
 
-def _count_reads(monkeypatch) -> list[Path]:
-    reads: list[Path] = []
+def _count_reads(monkeypatch) -> list[str]:
+    reads: list[str] = []
     original = ledger.read_entry
 
-    def counting(path: Path) -> ledger.LedgerEntry:
-        reads.append(path)
-        return original(path)
+    def counting(store, relative: str) -> ledger.LedgerEntry:
+        reads.append(relative)
+        return original(store, relative)
 
     monkeypatch.setattr(ledger, "read_entry", counting)
     return reads
@@ -55,7 +55,7 @@ def test_writers_create_checkpoints_and_readers_use_them(tmp_path, monkeypatch):
     entries = ledger.read_ledger(store)
     assert [(e.seq, e.digest, e.commit) for e in entries] == walked
     # commit 30 (the anchor of the newest checkpoint) and 31..35 are the only files read
-    assert sorted(p.name for p in reads) == [f"{s:012d}.json" for s in range(30, 36)]
+    assert sorted(reads) == [f"ledger/{s:012d}.json" for s in range(30, 36)]
     report = verify(store)
     assert report.ok and report.checkpoints == 3 and not report.unreferenced
 

@@ -159,11 +159,11 @@ def test_ingest_into_a_read_only_registry_is_one_line(invoke, loaded_root, tmp_p
     assert line.endswith("read-only file system")
 
 
-@pytest.mark.parametrize(
-    "url", ["s3://bucket/prefix", "gs://bucket/a/b", "az://container", "https://host/registry"]
-)
+@pytest.mark.parametrize("url", ["gs://bucket/a/b", "az://container", "https://host/registry"])
 @pytest.mark.parametrize("command", ["ingest", "sql", "report", "summary"])
-def test_url_root_is_refused_and_creates_nothing(url, command, runner, tmp_path, monkeypatch):
+def test_url_root_of_another_scheme_is_refused_and_creates_nothing(
+    url, command, runner, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     path = write_jsonl(tmp_path / "in.jsonl", [make_record()])
     args = {
@@ -176,17 +176,38 @@ def test_url_root_is_refused_and_creates_nothing(url, command, runner, tmp_path,
 
     line = _one_line(runner.invoke(app, [*args, "--root", url]))
 
+    scheme = url.partition("://")[0]
     assert line == (
-        f"Error: --root {url}: object storage is not supported by this build; use a local directory"
+        f"Error: --root {url}: unsupported scheme '{scheme}'; use a directory or "
+        "s3://bucket/prefix"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-def test_url_root_from_the_environment_is_refused(runner, tmp_path, monkeypatch):
+@pytest.mark.parametrize("command", ["ingest", "sql"])
+def test_unreachable_bucket_is_one_line_and_creates_nothing(
+    command, runner, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("REGISTRY_ROOT", "s3://bucket/prefix")
+    monkeypatch.setenv("REGISTRY_S3_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("REGISTRY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record()])
+    args = ["ingest", str(path)] if command == "ingest" else ["sql", "SELECT 1"]
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    line = _one_line(runner.invoke(app, [*args, "--root", "s3://bucket/prefix"]))
+
+    assert line.startswith("Error: s3://bucket/prefix/REGISTRY: could not read the object")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_url_root_from_the_environment_is_used(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REGISTRY_ROOT", "gs://bucket/prefix")
     line = _one_line(runner.invoke(app, ["sql", "SELECT 1"]))
-    assert "--root s3://bucket/prefix: object storage is not supported" in line
+    assert "--root gs://bucket/prefix: unsupported scheme 'gs'" in line
     assert list(tmp_path.iterdir()) == []
 
 

@@ -22,7 +22,6 @@ writes one at the head on demand.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
@@ -71,11 +70,7 @@ def checkpoint_path(seq: int, digest: str) -> str:
 
 def list_checkpoints(store: Store) -> list[tuple[int, str]]:
     """Return `(seq, relative path)` of every file named like a checkpoint, newest first."""
-    directory = store.resolve(DIRECTORY)
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
+    names = [relative.removeprefix(f"{DIRECTORY}/") for relative in store.names(DIRECTORY)]
     found = [(int(m.group(1)), f"{DIRECTORY}/{n}") for n in names if (m := NAME.fullmatch(n))]
     return sorted(found, reverse=True)
 
@@ -96,7 +91,7 @@ def load_checkpointed(store: Store, names: list[str]) -> list[ledger.LedgerEntry
             continue
         last = chain[-1]
         try:
-            on_disk = ledger.read_entry(store.ledger_dir / names[seq - 1]).digest
+            on_disk = ledger.read_entry(store, f"ledger/{names[seq - 1]}").digest
         except (IntegrityError, OSError):
             return []
         if on_disk == last.checkpoint.digest:
@@ -140,8 +135,8 @@ def load_checkpoint(store: Store, path: str) -> LoadedCheckpoint | None:
     if match is None or not path.startswith(f"{DIRECTORY}/"):
         return None
     try:
-        data = store.resolve(path).read_bytes()
-    except OSError:
+        data = store.read_bytes(path)
+    except (OSError, IntegrityError):
         return None
     if blake3.blake3(data).hexdigest() != match.group(2):
         return None
@@ -155,7 +150,6 @@ def load_checkpoint(store: Store, path: str) -> LoadedCheckpoint | None:
         return None
     entries = []
     prev: str | None = None
-    directory = store.ledger_dir
     for seq, text in enumerate(checkpoint.commits, start=checkpoint.first_seq):
         raw = text.encode()
         try:
@@ -165,7 +159,7 @@ def load_checkpoint(store: Store, path: str) -> LoadedCheckpoint | None:
         digest = PREFIX + blake3.blake3(raw).hexdigest()
         if commit.seq != seq or (prev is not None and commit.prev != prev):
             return None
-        entries.append(ledger.LedgerEntry(commit, digest, directory / f"{seq:012d}.json"))
+        entries.append(ledger.LedgerEntry(commit, digest, ledger.commit_name(seq)))
         prev = digest
     if prev != checkpoint.digest:
         return None
@@ -188,7 +182,7 @@ def build_checkpoint(
     first = previous.checkpoint.seq + 1 if previous is not None else 1
     texts = []
     for entry in entries[first - 1 : seq]:
-        raw = entry.path.read_bytes()
+        raw = store.read_bytes(entry.path)
         if digest_bytes(raw) != entry.digest:
             raise IntegrityError(
                 f"commit {ledger.commit_name(entry.seq)} changed while it was read; "
@@ -315,7 +309,7 @@ def checkpoint_problems(
         except (IntegrityError, OSError) as exc:
             problems.append(f"{path}: cannot be rebuilt from the commits ({exc})")
             continue
-        if rebuilt != store.resolve(path).read_bytes():
+        if rebuilt != store.read_bytes(path):
             problems.append(
                 f"{path}: differs from the checkpoint rebuilt from the commits (commits or "
                 "Merkle tree); readers must not trust it"

@@ -1,7 +1,8 @@
 """The ledger: sequence-numbered commits, each created only if absent, chained by digest.
 
-Writers race for the next sequence number: a commit file is published with a hard link,
-which fails if another writer took the number first; the loser re-reads the head and retries.
+Writers race for the next sequence number: a commit object is created only if absent (a hard
+link on a directory, a conditional create in a bucket), which fails if another writer took the
+number first; the loser re-reads the head and retries.
 No batch is lost and none is half-visible, because segments are in place before the commit
 that names them exists.
 """
@@ -9,14 +10,12 @@ that names them exists.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -44,7 +43,8 @@ class LedgerEntry:
 
     commit: Commit
     digest: str
-    path: Path
+    path: str
+    """Root-relative name of the commit object (`ledger/<seq:012d>.json`)."""
 
     @property
     def seq(self) -> int:
@@ -62,19 +62,35 @@ def encode_commit(commit: Commit) -> bytes:
     return canonical_json(commit.model_dump(mode="json", by_alias=True))
 
 
-def read_entry(path: Path) -> LedgerEntry:
-    """Read and parse one commit file.
+def read_entry(store: Store, relative: str) -> LedgerEntry:
+    """Read and parse one commit object.
 
     Raises:
-        IntegrityError: the file is not a valid commit.
+        IntegrityError: the object is not a valid commit.
+        FileNotFoundError: there is no such commit.
     """
-    data = path.read_bytes()
+    return parse_entry(store.read_bytes(relative), relative, store.location)
+
+
+def parse_entry(data: bytes, relative: str, location: str = "") -> LedgerEntry:
+    """Parse the bytes of the commit object at `relative`.
+
+    Raises:
+        IntegrityError: the bytes are not a valid commit.
+    """
     try:
         commit = Commit.model_validate(orjson.loads(data))
     except (orjson.JSONDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0]
-        raise IntegrityError(f"{path}: not a valid commit ({first})") from None
-    return LedgerEntry(commit, digest_bytes(data), path)
+        where = f"{location}/{relative}" if location else relative
+        raise IntegrityError(f"{where}: not a valid commit ({first})") from None
+    return LedgerEntry(commit, digest_bytes(data), relative)
+
+
+def commit_names(store: Store) -> list[str]:
+    """File names (`<12 digits>.json`) of every commit object in `ledger/`, sorted."""
+    names = (relative.removeprefix("ledger/") for relative in store.names("ledger"))
+    return sorted(name for name in names if is_commit_name(name))
 
 
 def read_ledger(store: Store) -> list[LedgerEntry]:
@@ -97,7 +113,7 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
     """
     from registry.storage.checkpoints import load_checkpointed
 
-    names = sorted(n for n in os.listdir(store.ledger_dir) if is_commit_name(n))
+    names = commit_names(store)
     entries = load_checkpointed(store, names)
     claimed: set[str] = set()
     for expected, entry in enumerate(entries, start=1):
@@ -106,7 +122,7 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
     for expected, name in enumerate(names[len(entries) :], start=len(entries) + 1):
         relative = f"ledger/{name}"
         try:
-            entry = read_entry(store.ledger_dir / name)
+            entry = read_entry(store, relative)
         except IntegrityError:
             raise _damaged(relative, "it does not parse as registry.commit/1") from None
         if entry.seq != expected or commit_name(entry.seq) != relative:
@@ -272,8 +288,8 @@ def _parse_time(text: str) -> datetime:
 
 def head_seq(store: Store) -> int:
     """Return the highest committed sequence number (0 for an empty ledger)."""
-    names = [p.name for p in store.ledger_dir.iterdir() if is_commit_name(p.name)]
-    return max((int(n[:12]) for n in names), default=0)
+    names = commit_names(store)
+    return int(names[-1][:12]) if names else 0
 
 
 def now_utc() -> str:
@@ -345,12 +361,12 @@ def merkle_fields(
 
 def digest_at(store: Store, seq: int) -> str | None:
     """Return the digest of commit `seq` (None for 0, the empty ledger)."""
-    return read_entry(store.resolve(commit_name(seq))).digest if seq else None
+    return read_entry(store, commit_name(seq)).digest if seq else None
 
 
 def entry_at(store: Store, seq: int) -> LedgerEntry:
     """Return commit `seq`."""
-    return read_entry(store.resolve(commit_name(seq)))
+    return read_entry(store, commit_name(seq))
 
 
 def append(

@@ -1,4 +1,7 @@
-"""The registry root on a local directory: layout, atomic create-if-absent writes, temp area.
+"""The registry root: layout, create-if-absent writes, reads, the temp area and the cache.
+
+A root is a local directory (the default) or an `s3://bucket/prefix` in an S3-compatible
+bucket (`registry.storage.backends`); both hold the same objects under the same names.
 
 Layout under the root::
 
@@ -6,10 +9,14 @@ Layout under the root::
     attempts/cohort=<hex>/<hex>.parquet immutable segments, named by blake3 of their bytes
     ledger/<seq:012d>.json             commits, created if absent, hash-chained
     layers/<kind>/<hex>.json           derived layers (reports), named by blake3 of their bytes
-    tmp/<random>/                      a writer's private temporary area
+    plans/<hex>.json                   frozen plans, named by blake3 of their bytes
+    checkpoints/<seq>-<hex>.json       derived ledger checkpoints, named likewise
+    tmp/<random>/                      a writer's private temporary area (local roots only)
 
-Nothing outside `tmp/` is ever modified or deleted once written. A crash can leave a fully
-written object that no commit references; queries ignore it and `registry verify` reports it.
+Nothing outside `tmp/` is ever modified or deleted once written (an object root's local
+cache and temporary areas live in `REGISTRY_CACHE`, by default
+~/.cache/agent-evidence-registry). A crash can leave a fully written object that no commit
+references; queries ignore it and `registry verify` reports it.
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ import shutil
 import stat
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from registry.errors import RegistryRootError, StorageError, storage_error
-from registry.storage.digest import hex_of
+from registry import _faults
+from registry.errors import IntegrityError, RegistryRootError, StorageError, storage_error
+from registry.storage.backends import Backend
+from registry.storage.digest import PREFIX, digest_bytes, digest_file, hex_of
 
 FORMAT = "registry/1"
 MARKER = "REGISTRY"
@@ -36,22 +45,103 @@ READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 # `s3://bucket/prefix`, and the same once a path type has collapsed it to `s3:/bucket/prefix`.
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _URL = re.compile(r"^([a-z][a-z0-9+.-]+):/+")
+_NAMED = re.compile(r"(?:^|/|-)([0-9a-f]{64})\.(?:parquet|json)$")
+_OBJECT_DIRS = {"plans", "checkpoints"}
 
 
 @dataclass(frozen=True)
-class Store:
-    """A registry root directory."""
+class LocalBackend:
+    """A registry root directory on a local file system (see `registry.storage.backends`)."""
 
     root: Path
 
     @property
+    def location(self) -> str:
+        return str(self.root)
+
+    def create(self, relative: str, source: Path) -> bool:
+        """Publish a fully written temp file at `relative`, only if absent; True if created.
+
+        The file is fsynced and made read-only, then hard-linked into place: `link` fails
+        when the name exists, so no object is ever overwritten, and a reader never sees a
+        partial file. The directory is fsynced so the new name survives a crash.
+        """
+        target = self.root / relative
+        try:
+            make_durable_dirs(target.parent)
+            _fsync_file(source)
+            os.chmod(source, READ_ONLY)
+            try:
+                os.link(source, target)
+                if relative.startswith("ledger/") and _faults.inject_once("lost-ack"):
+                    os.link(source, target)  # the retry of a write whose success went unseen
+            except FileExistsError:
+                # Ours if the name holds this very file: a retry after a lost acknowledgement.
+                return os.path.samefile(source, target)
+            _fsync_dir(target.parent)
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise storage_error(exc, target) from exc
+        return True
+
+    def read(self, relative: str) -> bytes:
+        return (self.root / relative).read_bytes()
+
+    def download(self, relative: str, target: Path) -> None:
+        shutil.copyfile(self.root / relative, target)
+
+    def exists(self, relative: str) -> bool:
+        return (self.root / relative).is_file()
+
+    def list(self, prefix: str) -> list[str]:
+        top = self.root / prefix
+        if not top.is_dir():
+            return []
+        return sorted(p.relative_to(self.root).as_posix() for p in top.rglob("*") if p.is_file())
+
+    def local_path(self, relative: str) -> Path | None:
+        return self.root / relative
+
+
+@dataclass(frozen=True)
+class Store:
+    """A registry root: a local directory, or a bucket prefix read through a local cache.
+
+    `root` is a local directory laid out like the registry: the registry itself on a local
+    root; on an object root, the cache of the immutable objects fetched so far (segments,
+    layers, plans, checkpoints; named by the blake3 digest of their bytes, so an entry is
+    valid forever and is checked against its name when it is fetched). Ledger commits are
+    read from the backend every time. Writers' temporary areas live under `root/tmp`.
+    """
+
+    root: Path
+    backend: Backend = field(default=None, repr=False)  # type: ignore[assignment]
+    check_fetched: bool = True
+    """Whether an object fetched into the cache must match the digest in its name."""
+
+    def __post_init__(self) -> None:
+        if self.backend is None:
+            object.__setattr__(self, "backend", LocalBackend(self.root))
+
+    @property
+    def location(self) -> str:
+        """The root as a user names it: a directory, or `s3://bucket/prefix`."""
+        return self.backend.location
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the objects are files under `root` (no cache in between)."""
+        return isinstance(self.backend, LocalBackend)
+
+    @property
     def attempts_dir(self) -> Path:
-        """Directory holding the attempt segments."""
+        """Local directory holding the attempt segments (or their cached copies)."""
         return self.root / "attempts"
 
     @property
     def ledger_dir(self) -> Path:
-        """Directory holding the ledger commits."""
+        """Directory of the ledger commits on a local root (object roots: read `names`)."""
         return self.root / "ledger"
 
     @property
@@ -64,8 +154,52 @@ class Store:
         return f"attempts/cohort={hex_of(cohort_key)}/{hex_of(digest)}.parquet"
 
     def resolve(self, relative: str) -> Path:
-        """Return the absolute path of a root-relative path."""
-        return self.root / relative
+        """Return a local file holding the object at `relative` (fetched once on object roots).
+
+        Raises:
+            IntegrityError: a fetched object's bytes do not match the digest in its name.
+            StorageError: the object store or the cache's file system refused.
+        """
+        local = self.root / relative
+        if self.is_local or local.is_file():
+            return local
+        with self.temp_area() as area:
+            temp = area / "object"
+            try:
+                self.backend.download(relative, temp)
+            except FileNotFoundError:
+                return local  # absent: the caller's read fails as it would on a directory
+            expected = named_digest(relative)
+            if self.check_fetched and expected and digest_file(temp) != expected:
+                raise IntegrityError(
+                    f"{self.location}/{relative}: the object's bytes do not match the digest "
+                    "in its name; run registry verify"
+                )
+            try:
+                local.parent.mkdir(parents=True, exist_ok=True)
+                os.chmod(temp, READ_ONLY)
+                os.replace(temp, local)
+            except OSError as exc:
+                raise storage_error(exc, local) from exc
+        return local
+
+    def read_bytes(self, relative: str) -> bytes:
+        """Return the bytes of an object (ledger commits always from the backend itself).
+
+        Raises:
+            FileNotFoundError: no object has this name.
+        """
+        if self.is_local or not named_digest(relative):
+            return self.backend.read(relative)
+        return self.resolve(relative).read_bytes()
+
+    def names(self, prefix: str) -> list[str]:
+        """Root-relative names of the objects under `prefix/`, at any depth, sorted."""
+        return self.backend.list(prefix)
+
+    def exists(self, relative: str) -> bool:
+        """Whether an object has this name."""
+        return self.backend.exists(relative)
 
     @contextlib.contextmanager
     def temp_area(self) -> Iterator[Path]:
@@ -95,28 +229,25 @@ class Store:
     def put_file(self, temp_file: Path, relative: str) -> bool:
         """Publish a fully written temp file at `relative`, only if absent; True if created.
 
-        The file is fsynced and made read-only, then hard-linked into place: `link` fails
-        when the name exists, so no object is ever overwritten, and a reader never sees a
-        partial file. The directory is fsynced so the new name survives a crash.
+        An object named by its digest that is already there is checked against that digest
+        on an object root (a local root's objects are checked by `registry verify`).
 
         Raises:
-            StorageError: the file system refused (disk full, read-only, permission denied).
+            StorageError: the file system or object store refused (disk full, read-only,
+                permission denied).
+            IntegrityError: an object already at a digest-named path holds other bytes.
         """
-        target = self.resolve(relative)
-        try:
-            make_durable_dirs(target.parent)
-            _fsync_file(temp_file)
-            os.chmod(temp_file, READ_ONLY)
-            try:
-                os.link(temp_file, target)
-            except FileExistsError:
-                return False
-            _fsync_dir(target.parent)
-        except StorageError:
-            raise
-        except OSError as exc:
-            raise storage_error(exc, target) from exc
-        return True
+        created = self.backend.create(relative, temp_file)
+        expected = named_digest(relative)
+        if not created and expected and not self.is_local:
+            with self.temp_area() as area:
+                self.backend.download(relative, area / "existing")
+                if digest_file(area / "existing") != expected:
+                    raise IntegrityError(
+                        f"{self.location}/{relative}: an object with other bytes holds this "
+                        "digest's name; run registry verify"
+                    )
+        return created
 
     def put_bytes(self, data: bytes, relative: str, scratch: Path) -> bool:
         """Write `data` at `relative` if absent, via a temp file in `scratch`; True if created."""
@@ -131,17 +262,41 @@ class Store:
         finally:
             temp.unlink(missing_ok=True)
 
+    @contextlib.contextmanager
+    def fresh_reads(self) -> Iterator[Store]:
+        """Yield this store reading every object anew from the backend, with no shared cache.
+
+        On an object root the objects are fetched into a private cache removed afterwards
+        and not checked on the way in, so `registry verify` sees the bucket's own bytes and
+        reports every problem; a local root is returned as it is.
+        """
+        if self.is_local:
+            yield self
+            return
+        with self.temp_area() as area:
+            yield Store(area, self.backend, check_fetched=False)
+
+
+def named_digest(relative: str) -> str | None:
+    """The digest an object's name states (segments, layers, plans, checkpoints), if any."""
+    match = _NAMED.search(relative)
+    return f"{PREFIX}{match.group(1)}" if match else None
+
 
 def open_store(root: Path | str, *, create: bool = False) -> Store:
     """Return the store at `root`, creating an empty registry there if `create` is set.
 
+    `root` is a directory or an `s3://bucket/prefix` URL (see `registry.storage.backends`
+    for credentials and endpoint).
+
     Raises:
         RegistryRootError: `root` is not a registry (and `create` is not set), or is a file,
-            or holds something that is not a registry, or is a URL (object storage is not
-            supported: it would otherwise become a local folder named after the scheme).
-        StorageError: the file system refused to create the registry.
+            or holds something that is not a registry, or is a URL of another scheme.
+        StorageError: the file system or object store refused to create the registry.
     """
-    _refuse_url(root)
+    url = _url_of(root)
+    if url is not None:
+        return _open_object_store(url, create)
     root = Path(root).absolute()
     marker = root / MARKER
     if marker.is_file():
@@ -173,16 +328,53 @@ def open_store(root: Path | str, *, create: bool = False) -> Store:
     return store
 
 
-def _refuse_url(root: Path | str) -> None:
+def _open_object_store(url: str, create: bool) -> Store:
+    from registry.storage.backends import object_backend
+
+    backend = object_backend(url)
+    cache = cache_dir(backend.location)
+    store = Store(cache, backend)
+    try:
+        text = backend.read(MARKER).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        text = None
+    if text is not None and text.strip() != FORMAT:
+        raise RegistryRootError(f"{backend.location} holds an unsupported registry format")
+    if text is None:
+        if not create:
+            raise RegistryRootError(
+                f"no registry at {backend.location}; ingest attempts first or pass --root / "
+                "REGISTRY_ROOT"
+            )
+        if backend.list("")[:1] and not any(
+            name.split("/")[0] in _LAYOUT | _OBJECT_DIRS for name in backend.list("")
+        ):
+            raise RegistryRootError(f"{backend.location} holds objects that are not a registry")
+        with store.temp_area() as area:
+            store.put_bytes(f"{FORMAT}\n".encode(), MARKER, area)
+    return store
+
+
+def cache_dir(location: str) -> Path:
+    """The local cache of an object root: `REGISTRY_CACHE` or ~/.cache, one folder per root."""
+    base = os.environ.get("REGISTRY_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "agent-evidence-registry"
+    )
+    return Path(base).absolute() / hex_of(digest_bytes(location.encode()))[:16]
+
+
+def is_url(root: Path | str) -> bool:
+    """Whether `root` names an object root (`s3://…`) rather than a directory."""
+    return _url_of(root) is not None
+
+
+def _url_of(root: Path | str) -> str | None:
+    """`root` as a URL when it is one (a path type collapses `scheme://` to `scheme:/`)."""
     text = os.fspath(root)
     match = _URL.match(text)
     if match is None:
-        return
-    if not isinstance(root, str):  # a path type collapsed `scheme://` to `scheme:/`
-        text = f"{match.group(1)}://{text[match.end() :]}"
-    raise RegistryRootError(
-        f"--root {text}: object storage is not supported by this build; use a local directory"
-    )
+        return None
+    return f"{match.group(1)}://{text[match.end() :]}"
 
 
 def _create_dir(path: Path, exist_ok: bool) -> None:

@@ -68,6 +68,11 @@ def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> Ve
         HeadFormatError: `expect_head` is not written as `SEQ:DIGEST`.
     """
     expected = ledger.parse_head(expect_head) if isinstance(expect_head, str) else expect_head
+    with store.fresh_reads() as fresh:  # on a bucket: its own bytes, not the local cache
+        return _verify(fresh, expected)
+
+
+def _verify(store: Store, expected: tuple[int, str] | None) -> VerifyReport:
     report = VerifyReport()
     referenced = {MARKER}
     entries = _walk_chain(store, report)
@@ -299,12 +304,10 @@ def _same_rows(expected: pa.Table, actual: pa.Table, keys: list[tuple[str, str]]
 def _walk_chain(store: Store, report: VerifyReport) -> list[ledger.LedgerEntry]:
     entries = []
     prev_digest: str | None = None
-    names = sorted(p.name for p in store.ledger_dir.iterdir() if ledger.is_commit_name(p.name))
-    for expected_seq, name in enumerate(names, start=1):
-        path = store.ledger_dir / name
+    for expected_seq, name in enumerate(ledger.commit_names(store), start=1):
         relative = f"ledger/{name}"
         try:
-            entry = ledger.read_entry(path)
+            entry = ledger.read_entry(store, relative)
         except IntegrityError:
             report.problems.append(f"{relative}: commit does not parse as registry.commit/1")
             prev_digest = None
@@ -407,10 +410,5 @@ def _listed(task_ids: list[str]) -> str:
 
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
-    found = []
-    for top in ("attempts", "ledger", "layers", "plans", "tmp", checkpoints.DIRECTORY):
-        for path in sorted(store.resolve(top).rglob("*")):
-            relative = path.relative_to(store.root).as_posix()
-            if path.is_file() and relative not in referenced:
-                found.append(relative)
-    return found
+    """Every object under the root that no commit names (nor is a checked checkpoint)."""
+    return [relative for relative in store.names("") if relative not in referenced]
