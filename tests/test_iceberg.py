@@ -161,6 +161,11 @@ def test_publishing_twice_at_one_head_adds_no_snapshot(loaded_root, catalog_uri)
     assert again.snapshot_id == first.snapshot_id
     evidence, retractions = open_tables(catalog_uri)
     assert (len(evidence.snapshots()), len(retractions.snapshots())) == before == (1, 1)
+    # Nothing was written either: the tables' directories hold the same files.
+    warehouse = Path(catalog_uri.removeprefix("sqlite:///")).parent / "warehouse"
+    files = sorted(p for p in warehouse.rglob("*") if p.is_file())
+    publish_iceberg(store, catalog_uri, TABLE)
+    assert sorted(p for p in warehouse.rglob("*") if p.is_file()) == files
 
 
 def test_more_evidence_adds_one_snapshot_with_only_the_new_segments(

@@ -181,10 +181,8 @@ def publish_iceberg(
     retractions_name = f"{namespace}.{name}{RETRACTIONS_SUFFIX}"
     with _catalog_errors(catalog_uri, evidence_name):
         catalog.create_namespace_if_not_exists(namespace)
-        evidence = catalog.create_table_if_not_exists(evidence_name, schema=_evidence_schema())
-        retracted = catalog.create_table_if_not_exists(
-            retractions_name, schema=_retractions_schema()
-        )
+        evidence = _load_or_create(catalog, evidence_name, _evidence_schema())
+        retracted = _load_or_create(catalog, retractions_name, _retractions_schema())
     previous = _published_head(evidence, evidence_name, entries)
     result = PublishResult(evidence_name, retractions_name, head.seq, head.digest, False)
     result.previous_seq = previous
@@ -208,6 +206,19 @@ def publish_iceberg(
         if retracted_now is not None and retracted_now.summary is not None:
             result.retractions = int(retracted_now.summary.get("total-records") or 0)
     return result
+
+
+def _load_or_create(catalog: Catalog, name: str, schema: pa.Schema) -> Table:
+    # Not `create_table_if_not_exists`: it writes a metadata file before finding the table
+    # exists, which would leave one orphan file in the table's directory per publication.
+    from pyiceberg.exceptions import TableAlreadyExistsError
+
+    if catalog.table_exists(name):
+        return catalog.load_table(name)
+    try:
+        return catalog.create_table(name, schema=schema)
+    except TableAlreadyExistsError:  # another publisher created it meanwhile
+        return catalog.load_table(name)
 
 
 def open_catalog(catalog_uri: str, warehouse: str | None = None) -> Catalog:
