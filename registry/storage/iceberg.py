@@ -6,7 +6,8 @@ ledger head: after a `pack` commit the packed segment replaces the segments it s
 no row is ever there twice. Each publication of a new ledger head is one Iceberg snapshot whose
 summary carries `registry.ledger.seq` and `registry.ledger.head` (the commit's digest); a
 snapshot that adds segments is an `append`, one that also drops superseded segments is an
-`overwrite` (both in one commit). Publishing again at the same head adds no snapshot; a table
+`overwrite` (both in one commit), and a head that changed no segment (a retraction, a stored
+layer) is an `append` of nothing. Publishing again at the same head adds no snapshot; a table
 whose last snapshot names a commit that is not in this ledger is refused.
 
 **What the tables hold.** The evidence table `NS.TABLE` holds the rows of the live segments:
@@ -29,7 +30,8 @@ warehouse (where table metadata is written) in `warehouse/` beside the database 
 given; `http(s)://...` is a REST catalog; a bare name (`glue`, `prod`) is a catalog configured
 in `~/.pyiceberg.yaml` or `PYICEBERG_CATALOG__<NAME>__<KEY>` variables. The URI forms take
 further properties (credentials, tokens, `s3.endpoint`) from
-`PYICEBERG_CATALOG__REGISTRY__<KEY>`.
+`PYICEBERG_CATALOG__REGISTRY__<KEY>`. A SQL catalog keys its tables by catalog name, and
+the URI forms' name is `registry`: readers load that catalog under the name `registry`.
 
 Data files are referenced by `file://` paths of the registry root, so every reader must see
 the root at the same path (a shared or mounted directory); a root moved elsewhere republishes
