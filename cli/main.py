@@ -31,6 +31,7 @@ from .output import print_table, printable, rows_as_dicts, to_csv, to_json
 from .pack import pack
 from .plan import plan_app
 from .proof import proof_app
+from .publish import publish_app
 from .site import site
 from .sync import sync
 
@@ -366,6 +367,7 @@ app.command()(site)
 app.command()(pack)
 app.command()(sync)
 app.add_typer(proof_app, name="proof")
+app.add_typer(publish_app, name="publish")
 
 
 def main() -> None:

@@ -104,6 +104,13 @@ if TYPE_CHECKING:
     from registry.storage.canonical import canonical_json
     from registry.storage.checkpoints import write_checkpoint
     from registry.storage.digest import digest_bytes, digest_file, digest_json, short
+    from registry.storage.iceberg import (
+        PublishError,
+        PublishResult,
+        iceberg_sql,
+        publish_iceberg,
+        registry_sql,
+    )
     from registry.storage.layers import (
         LAYER_MODELS,
         LayerVersion,
@@ -305,6 +312,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "registry.render.text": ("inert",),
     "registry.storage.sync": ("SyncError", "SyncResult", "sync"),
+    "registry.storage.iceberg": (
+        "PublishError",
+        "PublishResult",
+        "iceberg_sql",
+        "publish_iceberg",
+        "registry_sql",
+    ),
 }
 """Module -> the public names it defines."""
 
@@ -366,6 +380,8 @@ __all__ = [
     "PackResult",
     "PlanError",
     "ProofError",
+    "PublishError",
+    "PublishResult",
     "QueryError",
     "QueryResult",
     "REPORT_LAYER",
@@ -404,6 +420,7 @@ __all__ = [
     "freeze_plan",
     "head",
     "html_page",
+    "iceberg_sql",
     "inert",
     "ingest",
     "layer_document",
@@ -425,6 +442,7 @@ __all__ = [
     "plan_status",
     "prove_consistency",
     "prove_inclusion",
+    "publish_iceberg",
     "read_attempt_ids_file",
     "read_evidence",
     "read_layer",
@@ -435,6 +453,7 @@ __all__ = [
     "record_noise",
     "record_report",
     "record_summary",
+    "registry_sql",
     "render_comparison_html",
     "render_comparison_markdown",
     "render_comparison_table",

@@ -178,16 +178,13 @@ def test_url_root_of_another_scheme_is_refused_and_creates_nothing(
 
     scheme = url.partition("://")[0]
     assert line == (
-        f"Error: --root {url}: unsupported scheme '{scheme}'; use a directory or "
-        "s3://bucket/prefix"
+        f"Error: --root {url}: unsupported scheme '{scheme}'; use a directory or s3://bucket/prefix"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 @pytest.mark.parametrize("command", ["ingest", "sql"])
-def test_unreachable_bucket_is_one_line_and_creates_nothing(
-    command, runner, tmp_path, monkeypatch
-):
+def test_unreachable_bucket_is_one_line_and_creates_nothing(command, runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("REGISTRY_S3_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("REGISTRY_CACHE", str(tmp_path / "cache"))

@@ -239,7 +239,9 @@ class Store:
         """
         created = self.backend.create(relative, temp_file)
         expected = named_digest(relative)
-        if not created and expected and not self.is_local:
+        if self.is_local or not expected:
+            return created
+        if not created:
             with self.temp_area() as area:
                 self.backend.download(relative, area / "existing")
                 if digest_file(area / "existing") != expected:
@@ -247,7 +249,20 @@ class Store:
                         f"{self.location}/{relative}: an object with other bytes holds this "
                         "digest's name; run registry verify"
                     )
+        self._keep(temp_file, relative, expected)
         return created
+
+    def _keep(self, written: Path, relative: str, expected: str) -> None:
+        """Put the bytes just written to an object root into the cache: no need to fetch them."""
+        local = self.root / relative
+        if local.is_file() or not self.check_fetched or digest_file(written) != expected:
+            return
+        try:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.link(written, local)
+        except OSError:
+            return  # only a cache: the object is fetched when it is read
 
     def put_bytes(self, data: bytes, relative: str, scratch: Path) -> bool:
         """Write `data` at `relative` if absent, via a temp file in `scratch`; True if created."""
