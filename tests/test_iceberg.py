@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import duckdb
@@ -28,8 +27,10 @@ from registry.storage.iceberg import (
     SEQ_PROPERTY,
     PublishError,
     iceberg_sql,
+    open_catalog,
     publish_iceberg,
     registry_sql,
+    s3_properties,
 )
 from registry.storage.pack import live_segments
 from registry_cli.main import ReportingGroup
@@ -283,11 +284,37 @@ def test_bad_catalogs_and_names_are_one_line_errors(
     assert "\n" not in str(caught.value)
 
 
-def test_an_object_root_is_refused(tmp_path, catalog_uri):
-    # Its local files are this machine's cache: no other reader could open them.
-    bucket = SimpleNamespace(is_local=False, location="s3://bucket/team", root=tmp_path)
-    with pytest.raises(PublishError, match=r"^s3://bucket/team: .*directory root"):
-        publish_iceberg(bucket, catalog_uri, TABLE)  # type: ignore[arg-type]
+def test_s3_properties_come_from_the_registry_environment():
+    env = {
+        "AWS_ACCESS_KEY_ID": "key",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://aws-endpoint:9000",
+        "REGISTRY_S3_ENDPOINT": "http://127.0.0.1:8333",
+    }
+    assert s3_properties(env) == {
+        "s3.access-key-id": "key",
+        "s3.secret-access-key": "secret",
+        "s3.region": "eu-west-1",
+        "s3.endpoint": "http://127.0.0.1:8333",  # the registry's endpoint wins, as for roots
+        "s3.force-virtual-addressing": "false",
+    }
+    # AWS itself: no endpoint, the registry's default region, nothing else invented.
+    assert s3_properties({}) == {"s3.region": "us-east-1"}
+    assert s3_properties({"AWS_SESSION_TOKEN": "t", "AWS_REGION": "x"}) == {
+        "s3.session-token": "t",
+        "s3.region": "x",
+    }
+
+
+def test_io_properties_never_override_the_catalogs_configuration(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYICEBERG_CATALOG__REGISTRY__S3__ENDPOINT", "http://configured:1")
+    catalog = open_catalog(
+        f"sqlite:///{tmp_path / 'c.db'}",
+        io_properties={"s3.endpoint": "http://from-env:2", "s3.region": "r"},
+    )
+    assert catalog.properties["s3.endpoint"] == "http://configured:1"
+    assert catalog.properties["s3.region"] == "r"
 
 
 def test_an_empty_registry_publishes_nothing(tmp_path, catalog_uri):

@@ -1,14 +1,14 @@
 """`registry publish iceberg`: the registry's segments as an Apache Iceberg table, in place.
 
-The evidence table references the Parquet segments where the registry keeps them (PyIceberg's
-`add_files`: nothing is copied or rewritten) and holds exactly the *live* segments of the
-ledger head: after a `pack` commit the packed segment replaces the segments it supersedes, so
-no row is ever there twice. Each publication of a new ledger head is one Iceberg snapshot whose
-summary carries `registry.ledger.seq` and `registry.ledger.head` (the commit's digest); a
-snapshot that adds segments is an `append`, one that also drops superseded segments is an
-`overwrite` (both in one commit), and a head that changed no segment (a retraction, a stored
-layer) is an `append` of nothing. Publishing again at the same head adds no snapshot; a table
-whose last snapshot names a commit that is not in this ledger is refused.
+The evidence table references the Parquet segments where the registry keeps them (registered as
+PyIceberg's `add_files` does: nothing is copied or rewritten) and holds exactly the *live*
+segments of the ledger head: after a `pack` commit the packed segment replaces the segments it
+supersedes, so no row is ever there twice. Each publication of a new ledger head is one Iceberg
+snapshot whose summary carries `registry.ledger.seq` and `registry.ledger.head` (the commit's
+digest); a snapshot that adds segments is an `append`, one that also drops superseded segments
+is an `overwrite` (both in one commit), and a head that changed no segment (a retraction, a
+stored layer) is an `append` of nothing. Publishing again at the same head adds no snapshot; a
+table whose last snapshot names a commit that is not in this ledger is refused.
 
 **What the tables hold.** The evidence table `NS.TABLE` holds the rows of the live segments:
 the columns of a segment (`attempt_id`, `cohort_key`, the record's fields; `inputs` and
@@ -33,10 +33,20 @@ further properties (credentials, tokens, `s3.endpoint`) from
 `PYICEBERG_CATALOG__REGISTRY__<KEY>`. A SQL catalog keys its tables by catalog name, and
 the URI forms' name is `registry`: readers load that catalog under the name `registry`.
 
-Data files are referenced by `file://` paths of the registry root, so every reader must see
-the root at the same path (a shared or mounted directory); a root moved elsewhere republishes
-every segment under its new path. An object-storage root (`s3://...`) is refused: its local
-files are this machine's cache.
+**Where the data files are.** A table names each segment where the registry keeps it: on a
+directory root a `file://` path (every reader must see the root at the same path: a shared or
+mounted directory), on a bucket root the object's own URL, `s3://bucket/prefix/attempts/...`
+(never this machine's cached copy). A root moved elsewhere republishes every segment under its
+new path. The Iceberg statistics of a new data file (row count, sizes, column bounds) are read
+from the footer of the segment's local copy after its bytes have been checked against the
+digest in its name, which on a bucket root is the very object the URL names: nothing is read
+twice, and the statistics describe exactly the bytes the ledger commits to. Readers open the
+`s3://` files with their own credentials: in PyIceberg the FileIO properties `s3_properties()`
+derives from the registry's environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+`AWS_SESSION_TOKEN`, `AWS_REGION`, and `REGISTRY_S3_ENDPOINT` or `AWS_ENDPOINT_URL`), passed to
+`load_catalog` or set as `PYICEBERG_CATALOG__REGISTRY__S3__ENDPOINT`-style variables. When
+publishing from a bucket root, or to a warehouse in a bucket, the catalog gets the same
+properties, except those its own configuration sets.
 
 PyIceberg is imported only when publishing (`pip install 'agent-evidence-registry[iceberg]'`).
 """
@@ -44,8 +54,9 @@ PyIceberg is imported only when publishing (`pip install 'agent-evidence-registr
 from __future__ import annotations
 
 import contextlib
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +66,7 @@ from registry.errors import IntegrityError, RegistryError
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
+    from pyiceberg.io import FileIO
     from pyiceberg.table import Table
 
     from registry.storage.ledger import LedgerEntry
@@ -166,19 +178,12 @@ def publish_iceberg(
         raise PublishError(f"publishing to Iceberg needs PyIceberg: {INSTALL_HINT}") from None
     from registry.storage.ledger import read_ledger
 
-    if not getattr(store, "is_local", True):
-        # On an object root `resolve` gives this machine's cached copies: no other reader
-        # could open the files the table would name.
-        location = getattr(store, "location", store.root)
-        raise PublishError(
-            f"{location}: Iceberg publication registers segments by local path; publish "
-            "from a directory root (registry sync the bucket to one first)"
-        )
     entries = read_ledger(store)
     if not entries:
         raise PublishError("the registry has no commits yet: nothing to publish; ingest first")
     head = entries[-1]
-    catalog = open_catalog(catalog_uri, warehouse)
+    in_bucket = not store.is_local or (warehouse or "").lower().startswith("s3://")
+    catalog = open_catalog(catalog_uri, warehouse, s3_properties() if in_bucket else None)
     evidence_name = f"{namespace}.{name}"
     retractions_name = f"{namespace}.{name}{RETRACTIONS_SUFFIX}"
     with _catalog_errors(catalog_uri, evidence_name):
@@ -223,13 +228,44 @@ def _load_or_create(catalog: Catalog, name: str, schema: pa.Schema) -> Table:
         return catalog.load_table(name)
 
 
-def open_catalog(catalog_uri: str, warehouse: str | None = None) -> Catalog:
+def s3_properties(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return PyIceberg FileIO properties that reach the registry's bucket.
+
+    They come from the environment an `s3://` root is opened with (`os.environ` unless
+    `environ` is given): credentials from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+    `AWS_SESSION_TOKEN`, the region from `AWS_REGION` or `AWS_DEFAULT_REGION` (else
+    `us-east-1`, as the registry assumes; a set region also spares PyIceberg a request to AWS
+    to find the bucket's), and the endpoint from `REGISTRY_S3_ENDPOINT` or `AWS_ENDPOINT_URL`
+    with path-style addressing, which S3-compatible servers expect. Readers pass them to
+    `load_catalog(..., **s3_properties())` to scan tables whose data files are `s3://` URLs.
+    """
+    env = os.environ if environ is None else environ
+    found = {
+        "s3.access-key-id": env.get("AWS_ACCESS_KEY_ID"),
+        "s3.secret-access-key": env.get("AWS_SECRET_ACCESS_KEY"),
+        "s3.session-token": env.get("AWS_SESSION_TOKEN"),
+        "s3.region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+    }
+    endpoint = env.get("REGISTRY_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        found["s3.endpoint"] = endpoint
+        found["s3.force-virtual-addressing"] = "false"
+    return {key: value for key, value in found.items() if value}
+
+
+def open_catalog(
+    catalog_uri: str, warehouse: str | None = None, io_properties: Mapping[str, str] | None = None
+) -> Catalog:
     """Return the PyIceberg catalog a `--catalog` value names (see the module docstring).
+
+    `io_properties` (such as `s3_properties()`) are added to the catalog's properties, except
+    the keys its configuration (`~/.pyiceberg.yaml`, `PYICEBERG_CATALOG__<NAME>__*`) sets.
 
     Raises:
         PublishError: the value names no usable catalog.
     """
     from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
 
     match = _SCHEME.match(catalog_uri)
     scheme = match.group(1).lower().split("+")[0] if match else None
@@ -259,6 +295,10 @@ def open_catalog(catalog_uri: str, warehouse: str | None = None) -> Catalog:
     if warehouse is not None:
         properties["warehouse"] = _warehouse_uri(warehouse)
     with _catalog_errors(catalog_uri, None):
+        configured = Config().get_catalog_config(name) or {}
+        for key, value in (io_properties or {}).items():
+            setting = configured.get(key, value)  # the configuration as it is now
+            properties.setdefault(key, setting if isinstance(setting, str) else value)
         catalog = load_catalog(name, **properties)
     return catalog
 
@@ -406,6 +446,40 @@ def _file_uri(path: Path) -> str:
     return f"file://{path.resolve()}"
 
 
+def _data_uri(store: Store, relative: str) -> str:
+    """The URI a table names a segment by: its file in a directory, or its object's URL."""
+    if store.is_local:
+        return _file_uri(store.resolve(relative))
+    return f"{store.location}/{relative}"
+
+
+def _verified_copies_io(local: dict[str, Path]) -> FileIO:
+    """A FileIO that opens each data file URI of `local` as its checked local copy.
+
+    `parquet_file_to_data_file` names the data file by the URI it is given and reads the
+    footer (statistics, size) through the FileIO: so the table names the segment's own URI
+    while the statistics come from the bytes whose digest was just checked.
+    """
+    from pyiceberg.io import FileIO, InputFile, OutputFile
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    class VerifiedCopies(FileIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.files = PyArrowFileIO()
+
+        def new_input(self, location: str) -> InputFile:
+            return self.files.new_input(_file_uri(local[location]))
+
+        def new_output(self, location: str) -> OutputFile:
+            raise PermissionError(f"{location}: segments are never written while publishing")
+
+        def delete(self, location: str | InputFile | OutputFile) -> None:
+            raise PermissionError(f"{location}: segments are never deleted while publishing")
+
+    return VerifiedCopies()
+
+
 def _publish_segments(
     store: Store,
     table: Table,
@@ -422,14 +496,17 @@ def _publish_segments(
     from registry.storage.pack import live_segments
 
     live = live_segments(entries)
-    wanted = {_file_uri(store.resolve(s.segment.path)): s.segment for s in live}
+    wanted = {_data_uri(store, s.segment.path): s.segment for s in live}
     current = {task.file.file_path: task.file for task in table.scan().plan_files()}
     added = sorted(uri for uri in wanted if uri not in current)
     removed = sorted(uri for uri in current if uri not in wanted)
+    local: dict[str, Path] = {}
     for uri in added:
         segment = wanted[uri]
         try:
-            actual = digest_file(store.resolve(segment.path))
+            # On a bucket root: fetched into the cache (checked against its name) when absent.
+            local[uri] = store.resolve(segment.path)
+            actual = digest_file(local[uri])
         except OSError:
             raise IntegrityError(
                 f"segment {segment.path} is missing or unreadable; run 'registry verify'"
@@ -438,22 +515,25 @@ def _publish_segments(
             raise IntegrityError(
                 f"segment {segment.path} is damaged (digest mismatch); run 'registry verify'"
             )
+    copies = _verified_copies_io(local)
     with table.transaction() as tx:
         if tx.table_metadata.name_mapping() is None:
             mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
             tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
         try:
+            files = [parquet_file_to_data_file(copies, tx.table_metadata, uri) for uri in added]
+            update = tx.update_snapshot(snapshot_properties=properties)
             if not removed:
-                tx.add_files(added, snapshot_properties=properties)
+                with update.fast_append() as append:
+                    for data_file in files:
+                        append.append_data_file(data_file)
                 result.operation = "append"
             else:
-                with tx.update_snapshot(snapshot_properties=properties).overwrite() as change:
+                with update.overwrite() as change:
                     for uri in removed:
                         change.delete_data_file(current[uri])
-                    for uri in added:
-                        change.append_data_file(
-                            parquet_file_to_data_file(table.io, tx.table_metadata, uri)
-                        )
+                    for data_file in files:
+                        change.append_data_file(data_file)
                 result.operation = "overwrite"
         except ValueError as exc:  # PyIceberg's schema check of a file against the table
             text = " ".join(str(exc).split())
@@ -462,7 +542,7 @@ def _publish_segments(
                 "publish to a new table"
             ) from exc
     result.added = [wanted[uri].path for uri in added]
-    known = {_file_uri(store.resolve(path)): path for path in _segment_paths(entries)}
+    known = {_data_uri(store, path): path for path in _segment_paths(entries)}
     result.removed = [known.get(uri, uri) for uri in removed]
 
 
