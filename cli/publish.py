@@ -53,9 +53,11 @@ def iceberg(
 ) -> None:
     """Register the ledger head's live segments in an Iceberg table: one snapshot per head.
 
-    The Parquet segments are referenced where they are (no copy). The snapshot summary
-    carries registry.ledger.seq and registry.ledger.head; publishing again at the same
-    head adds nothing. Needs pip install 'agent-evidence-registry[iceberg]'.
+    The Parquet segments are referenced where they are, with no copy: file:// paths of a
+    directory root, the objects' own s3:// URLs of a bucket root (readers pass the same
+    S3 settings, see the README). The snapshot summary carries registry.ledger.seq and
+    registry.ledger.head; publishing again at the same head adds nothing. Needs
+    pip install 'agent-evidence-registry[iceberg]'.
     """
     from registry.storage.iceberg import publish_iceberg
 

@@ -250,3 +250,26 @@ def test_a_cached_copy_that_differs_from_its_digest_is_not_published(bucket, tmp
         publish_iceberg(store, catalog, TABLE)
     evidence, _ = open_tables(catalog)
     assert evidence.current_snapshot() is None
+
+
+def test_the_table_metadata_can_live_in_the_bucket_too(bucket, tmp_path):
+    """`--warehouse s3://…`: the publisher's catalog writes metadata with the same properties."""
+    registry.ingest(bucket.url, [str(QUICKSTART)])  # type: ignore[arg-type]
+    store = registry.open_store(bucket.url)
+    catalog = sqlite_uri(tmp_path / "iceberg")
+    warehouse = f"{bucket.url}-iceberg"  # beside the registry's prefix, never inside it
+    result = publish_iceberg(store, catalog, TABLE, warehouse=warehouse)
+    assert result.metadata_location is not None
+    assert result.metadata_location.startswith(f"{warehouse}/evidence/attempts/metadata/")
+    assert not list((tmp_path / "iceberg").rglob("*.json"))
+    check = registry.verify(store)
+    assert check.ok and check.unreferenced == []  # nothing written under the registry's prefix
+    drop_cache(tmp_path)
+    evidence = load_catalog(
+        "registry", type="sql", uri=catalog, warehouse=warehouse, **s3_properties()
+    ).load_table(TABLE)
+    assert sorted(evidence.scan().to_arrow().column("attempt_id").to_pylist()) == sorted(
+        row[0] for row in registry_rows(store)
+    )
+    again = publish_iceberg(store, catalog, TABLE, warehouse=warehouse)
+    assert not again.published and again.snapshot_id == result.snapshot_id
