@@ -52,15 +52,10 @@ def canonical_json_reference(value: Any) -> bytes:
 def _prepare(value: Any) -> Any:
     """Return `value` with floats normalised for orjson, or raise `_SlowPath`."""
     kind = type(value)
+    if kind is dict:
+        return _prepare_dict(value)
     if kind is str or value is None or kind is bool:
         return value
-    if kind is dict:
-        out = {}
-        for key, item in value.items():
-            if key not in _CHECKED_KEYS:
-                _check_key(key)
-            out[key] = item if type(item) is str else _prepare(item)
-        return out
     if kind is float:
         return _prepare_float(value)
     if kind is int:
@@ -70,6 +65,34 @@ def _prepare(value: Any) -> Any:
     if kind is list or kind is tuple:
         return [_prepare(item) for item in value]
     raise _SlowPath  # subclasses (enums, bool-likes) and foreign types: let rfc8785 decide
+
+
+def _prepare_dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    """`_prepare` of a dict, with the common leaves (text, null, numbers) handled inline."""
+    out = {}
+    checked = _CHECKED_KEYS
+    for key, item in value.items():
+        if key not in checked:
+            _check_key(key)
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            out[key] = item
+        elif kind is float:
+            if item.is_integer() and -_SAFE_INT < item < _SAFE_INT:
+                out[key] = int(item)
+            elif _FAST_FLOAT_MIN <= abs(item) < _FAST_FLOAT_MAX:
+                out[key] = item
+            else:
+                raise _SlowPath
+        elif kind is int:
+            if not -_SAFE_INT < item < _SAFE_INT:
+                raise _SlowPath
+            out[key] = item
+        elif kind is dict:
+            out[key] = _prepare_dict(item)
+        else:
+            out[key] = _prepare(item)
+    return out
 
 
 def _check_key(key: Any) -> None:
