@@ -23,20 +23,23 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from registry.errors import IntegrityError, QueryError, ReadOnlyQueryError, StorageError
-from registry.evidence.layer_views import LAYER_VIEWS, layer_tables
-from registry.evidence.retract import retracted_ids
 from registry.evidence.rule import register_evidence, register_rows
 from registry.storage.digest import digest_file
 from registry.storage.ledger import LedgerEntry, entries_as_of, read_ledger, segment_paths
 from registry.storage.store import Store
-from registry.storage.tables import ATTEMPT_SCHEMA
-from registry_schemas import SegmentEntry
+from registry_schemas import AttemptRecord, SegmentEntry
+
+if TYPE_CHECKING:
+    from registry.evidence.retract import RetractionInfo
+
+SEGMENT_COLUMNS = ("attempt_id", "cohort_key", *AttemptRecord.model_fields)
+"""Column names of a segment, in order (`registry.storage.tables.ATTEMPT_SCHEMA`'s names,
+without importing pyarrow: a read that DuckDB answers alone never loads it)."""
 
 # Each row is attributed to the commit that added it: its segment's commit, or for a packed
 # segment (which merges rows of many commits) the `commit_seq` the row carries.
@@ -156,10 +159,11 @@ def _build(
     _attempt_rows(con, segments).create_view("_attempt_rows")
     _register_provenance(con, entries)
     _register_commits(con, entries)
-    _register_retractions(con, entries)
+    retracted = _retracted_ids(entries)
+    _register_retractions(con, retracted)
     con.execute(_MACROS)
     con.execute(_ATTEMPTS_ALL_VIEW)
-    register_evidence(con, retracted_ids(entries), include_retracted)
+    register_evidence(con, retracted, include_retracted)
     for sql in (
         _COHORTS_VIEW,
         _SYSTEMS_VIEW,
@@ -171,6 +175,8 @@ def _build(
         con.execute(sql)
     wanted_layers = set(layer_views)
     if wanted_layers:
+        from registry.evidence.layer_views import layer_tables
+
         for name, table in layer_tables(store, entries, wanted_layers).items():
             con.register(f"_{name}", table)
             con.execute(
@@ -191,6 +197,8 @@ def open_database(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
 
 def layer_views_in(sql: str) -> set[str]:
     """Return the stored-layer views a query mentions (only those are built)."""
+    from registry.evidence.layer_views import LAYER_VIEWS
+
     words = set(re.findall(r"[a-z_]+", sql.lower()))
     return words & set(LAYER_VIEWS)
 
@@ -381,15 +389,35 @@ def _segment_table(
 
     A segment superseded by a `pack` commit of `entries` is not read: the packed one is.
     """
+    rows = []
+    for segment, seq, packed in _live_segments(entries):
+        if wanted is not None and wanted.isdisjoint(segment.task_ids):
+            continue
+        _check_segment(store, segment)
+        rows.append((str(store.resolve(segment.path)), seq, packed))
+    return rows
+
+
+def _live_segments(entries: list[LedgerEntry]) -> list[tuple[SegmentEntry, int, bool]]:
+    """Return (segment, commit, packed) of the segments to read (`pack.live_segments`).
+
+    A ledger without `pack` commits supersedes nothing: every segment of every commit is
+    live, in ledger order, and the pack module (which imports pyarrow) is not loaded.
+    """
+    if all(entry.commit.pack is None for entry in entries):
+        return [(s, entry.seq, False) for entry in entries for s in entry.commit.segments]
     from registry.storage.pack import live_segments
 
-    rows = []
-    for live in live_segments(entries):
-        if wanted is not None and wanted.isdisjoint(live.segment.task_ids):
-            continue
-        _check_segment(store, live.segment)
-        rows.append((str(store.resolve(live.segment.path)), live.entry.seq, live.packed))
-    return rows
+    return [(live.segment, live.entry.seq, live.packed) for live in live_segments(entries)]
+
+
+def _retracted_ids(entries: list[LedgerEntry]) -> dict[str, RetractionInfo]:
+    """Return `retract.retracted_ids(entries)`, loading that module only when it is needed."""
+    if all(entry.commit.kind != "retraction" for entry in entries):
+        return {}
+    from registry.evidence.retract import retracted_ids
+
+    return retracted_ids(entries)
 
 
 def _attempt_rows(
@@ -399,7 +427,7 @@ def _attempt_rows(
 
     Ingest segments have no `commit_seq` column (NULL: their commit's); packed ones do.
     """
-    names = ", ".join(f'"{f.name}"' for f in ATTEMPT_SCHEMA)
+    names = ", ".join(f'"{name}"' for name in SEGMENT_COLUMNS)
     plain = [path for path, _, packed in segments if not packed]
     merged = [path for path, _, packed in segments if packed]
     relations = []
@@ -410,6 +438,10 @@ def _attempt_rows(
         relation = con.read_parquet(merged, filename=True)
         relations.append(relation.project(f"{names}, filename, commit_seq"))
     if not relations:
+        import pyarrow as pa
+
+        from registry.storage.tables import ATTEMPT_SCHEMA
+
         empty = pa.schema(
             [*ATTEMPT_SCHEMA, pa.field("filename", pa.string()), pa.field("commit_seq", pa.int64())]
         ).empty_table()
@@ -469,10 +501,12 @@ def _register_commits(con: duckdb.DuckDBPyConnection, entries: list[LedgerEntry]
     register_rows(con, "_commits", columns, rows)
 
 
-def _register_retractions(con: duckdb.DuckDBPyConnection, entries: list[LedgerEntry]) -> None:
+def _register_retractions(
+    con: duckdb.DuckDBPyConnection, retracted: dict[str, RetractionInfo]
+) -> None:
     rows = [
         (attempt, info.commit_seq, info.commit_digest, info.reason, info.created_at)
-        for attempt, info in sorted(retracted_ids(entries).items())
+        for attempt, info in sorted(retracted.items())
     ]
     columns = [
         ("attempt_id", "VARCHAR"),
