@@ -56,9 +56,11 @@ def test_readme_team_walk(s3_prefix, tmp_path, monkeypatch):
         CliRunner()
         .invoke(
             app,
-            ["publish", "iceberg", "--root", str(tmp_path / "team-copy"), "--format", "json"]
+            ["publish", "iceberg", "--format", "json"]
             + ["--catalog", "sqlite:///iceberg/catalog.db", "--table", "evidence.attempts"],
+            env=env,
         )
         .stdout
     )
     assert published["published"] is False  # the walk published this head already
+    assert published["commit_seq"] == len(registry.read_ledger(bucket))
