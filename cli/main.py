@@ -322,14 +322,23 @@ def verify(
             help="Also fail unless the ledger still extends this head (from 'registry head').",
         ),
     ] = None,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="Also read every row: re-derive each attempt id and cohort key, check row "
+            "counts and task ids, recompute the Merkle tree (slower: per row, not per byte).",
+        ),
+    ] = False,
 ) -> None:
-    """Re-hash every object, re-derive every attempt id and walk the ledger chain."""
-    report = registry.verify(registry.open_store(root), expect_head=expect_head)
+    """Re-hash every object and walk the ledger chain; --deep also re-derives every row."""
+    report = registry.verify(registry.open_store(root), expect_head=expect_head, deep=deep)
     if output is SummaryFormat.json:
         typer.echo(
             to_json(
                 {
                     "ok": report.ok,
+                    "depth": "deep" if report.deep else "default",
                     "commits": report.commits,
                     "segments": report.segments,
                     "attempts": report.attempts,
@@ -348,6 +357,7 @@ def verify(
         typer.echo(
             f"{state}: {report.commits} commits, {report.segments} segments, "
             f"{report.attempts} attempts, {report.layers} layers checked"
+            + (" (deep: every row re-derived)" if report.deep else "")
         )
     if not report.ok:
         raise typer.Exit(1)

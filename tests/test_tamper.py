@@ -14,8 +14,10 @@ ingests a second batch (the newest ingest and the last commit). Tampering acts o
 What no check inside the registry can see is a change to the newest commits (deleted, or
 rewritten without breaking a link): there, `--expect-head` with the head printed before is the
 anchor, and readers answer from what the ledger now says. A forged commit whose rows lie about
-their attempt ids is named by `verify`; readers count each attempt once, from its earliest
-commit, so a forged copy of existing attempts does not change an answer.
+their attempt ids, or a newest commit rewritten to lie about its segment's task ids, is named
+by `verify --deep` (which reads every row; the default proves bytes, not what the writer
+derived from them); readers count each attempt once, from its earliest commit, so a forged
+copy of existing attempts does not change an answer.
 """
 
 from __future__ import annotations
@@ -343,6 +345,15 @@ CASES: dict[str, tuple[Callable[[Registry, Path], tuple[str, str]], str]] = {
     "commit-prev-wrong": (wrong_prev, LEDGER),
 }
 
+DEEP: dict[Callable[[Registry, Path], tuple[str, str]], str | None] = {
+    edit_task_ids_in_newest_ingest: "expected head 3:blake3:",
+    forge_fabricated_segment: None,
+}
+"""Named only by `verify --deep` (it reads the rows): a commit whose every digest is right but
+whose segment's rows do not yield what it records. Value: what the default depth names with
+--expect-head (a rewritten newest commit no longer has the anchored digest), None when the
+change only appends (a forged commit extends the head: the default passes it)."""
+
 READERS: dict[str, tuple[str, ...]] = {
     "sql": (
         "sql",
@@ -378,9 +389,17 @@ def test_untouched_registry_verifies_and_every_reader_answers(reg, invoke):
 def test_tampering_is_named_by_verify_and_refused_by_readers(reg, invoke, tmp_path, case):
     tamper, scope = case
     named, refused = tamper(reg, tmp_path)
+    depth = ("--deep",) if tamper in DEEP else ()
 
-    plain = invoke("verify")
-    anchored = invoke("verify", "--expect-head", reg.head)
+    plain = invoke("verify", *depth)
+    anchored = invoke("verify", "--expect-head", reg.head, *depth)
+    if tamper in DEEP:
+        default = invoke("verify", "--expect-head", reg.head)
+        anchor = DEEP[tamper]
+        assert default.exit_code == (0 if anchor is None else 1), default.output
+        assert not any(named in line for line in _problems(default.output)), default.output
+        if anchor is not None:
+            assert any(anchor in line for line in _problems(default.output)), default.output
 
     assert anchored.exit_code == 1, anchored.output
     assert any(named in line for line in _problems(anchored.output)), anchored.output

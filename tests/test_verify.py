@@ -1,5 +1,6 @@
 """`registry verify`: tampering with any named object fails with a line naming the file;
-re-derived attempt ids catch rows that lie; unreferenced files are listed, not fatal."""
+`--deep` re-derives attempt ids and catches rows that lie (the default re-hashes bytes and
+does not read rows); unreferenced files are listed, not fatal."""
 
 from __future__ import annotations
 
@@ -181,13 +182,17 @@ def test_verify_rederives_attempt_ids(two_commits, invoke, tmp_path, lie):
     path, entry = _segment_of(two_commits, [honest, liar], ids, tmp_path)
     _publish(two_commits, path, entry)
 
-    result = invoke("verify")
+    result = invoke("verify", "--deep")
+    default = invoke("verify")
 
     assert result.exit_code == 1, result.output
     prefix = f"problem: {entry['path']}: row"
     assert _problems(result.output) == [
         f"{prefix} 2 content does not yield its attempt id {ids[1]}"
     ]
+    # The default depth proves the bytes are as committed, not that the writer derived the
+    # ids right: every digest in this hand-written commit is consistent, so it passes.
+    assert default.exit_code == 0, default.output
 
 
 def test_honest_hand_written_segment_verifies(two_commits, invoke, tmp_path):
@@ -196,10 +201,10 @@ def test_honest_hand_written_segment_verifies(two_commits, invoke, tmp_path):
     path, entry = _segment_of(two_commits, records, [_true_id(r) for r in records], tmp_path)
     _publish(two_commits, path, entry)
 
-    result = invoke("verify")
-
-    assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-1].startswith("ok: 3 commits, ")
+    for depth in ((), ("--deep",)):
+        result = invoke("verify", *depth)
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[-1].startswith("ok: 3 commits, ")
 
 
 def test_unreferenced_segment_is_listed_not_fatal_and_not_queried(two_commits, invoke, tmp_path):
@@ -230,3 +235,129 @@ def test_unreferenced_segment_is_listed_not_fatal_and_not_queried(two_commits, i
         "json",
     )
     assert json.loads(stray.stdout) == [{"n": 0}]
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_json_says_which_depth_ran_and_counts_agree(two_commits, invoke, deep):
+    result = invoke("verify", "--format", "json", *(["--deep"] if deep else []))
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["depth"] == ("deep" if deep else "default")
+    assert set(report) == {
+        "ok",
+        "depth",
+        "commits",
+        "segments",
+        "attempts",
+        "layers",
+        "problems",
+        "unreferenced",
+    }
+    rows = sum(s.rows for e in registry.read_ledger(two_commits) for s in e.commit.segments)
+    assert (report["ok"], report["commits"], report["attempts"]) == (True, 2, rows)
+
+
+def _hand_written_commit(store: registry.Store, data: bytes, scratch: Path) -> str:
+    """Publish `data` as a one-row segment of the quickstart cohort, with consistent digests."""
+    first = registry.read_ledger(store)[0].commit.segments[0]
+    path = scratch / "forged.parquet"
+    path.write_bytes(data)
+    digest = registry.digest_file(path)
+    entry = {
+        "path": store.segment_path(first.cohort_key, digest),
+        "digest": digest,
+        "rows": 1,
+        "cohort_key": first.cohort_key,
+        "task_ids": first.task_ids,
+    }
+    _publish(store, path, entry)
+    return entry["path"]
+
+
+def test_a_segment_that_is_not_parquet_is_named_only_by_deep(two_commits, invoke, tmp_path):
+    # Not written by the registry's writer: bytes that were never Parquet, committed with
+    # their true digest. The default proves they are the committed bytes; --deep reads them.
+    relative = _hand_written_commit(two_commits, b"not parquet", tmp_path)
+
+    default = invoke("verify")
+    deep = invoke("verify", "--deep")
+
+    assert default.exit_code == 0, default.output
+    assert deep.exit_code == 1, deep.output
+    assert any(f"{relative}: unreadable Parquet" in line for line in _problems(deep.output))
+
+
+def test_segment_rows_and_tasks_that_differ_from_the_commit_are_named_by_deep(
+    two_commits, invoke, tmp_path
+):
+    first = registry.read_ledger(two_commits)[0].commit.segments[0]
+    table = read_segment(two_commits.resolve(first.path)).slice(0, 2)  # 2 rows, not 1
+    write_segment(table, tmp_path / "two.parquet")
+    relative = _hand_written_commit(two_commits, (tmp_path / "two.parquet").read_bytes(), tmp_path)
+
+    deep = invoke("verify", "--deep")
+
+    assert deep.exit_code == 1, deep.output
+    assert f"problem: {relative}: 2 rows, ledger says 1" in _problems(deep.output)
+
+
+def _rewrite_head(store: registry.Store, edit: Callable[[dict], None]) -> str:
+    seq = len(registry.read_ledger(store))
+    path = _writable(store.resolve(ledger.commit_name(seq)))
+    document = json.loads(path.read_bytes())
+    edit(document)
+    path.write_bytes(ledger.encode_commit(ledger.Commit.model_validate(document, strict=False)))
+    return ledger.commit_name(seq)
+
+
+def _other_tree(document: dict) -> None:
+    """A self-consistent tree of the same size over other leaves (root = fold of frontier)."""
+    from registry.storage import merkle
+
+    frontier = [merkle.node_hash(b"x", merkle.from_digest(h)) for h in document["merkle_frontier"]]
+    document["merkle_frontier"] = [merkle.as_digest(h) for h in frontier]
+    document["merkle_root"] = merkle.as_digest(merkle.root_of_frontier(frontier))
+
+
+MERKLE_EDITS: dict[str, tuple[Callable[[dict], None], str]] = {
+    "root": (lambda d: d.update(merkle_root="blake3:" + "0" * 64), "root of their own frontier"),
+    "size": (lambda d: d.update(merkle_size=d["merkle_size"] + 1), "rows the ingest commits"),
+    "frontier-dropped": (lambda d: d.update(merkle_frontier=d["merkle_frontier"][1:]), "hold"),
+    "other-tree": (_other_tree, "do not extend the tree of commit 1"),
+}
+
+
+@pytest.mark.parametrize("edit", MERKLE_EDITS.values(), ids=MERKLE_EDITS.keys())
+def test_merkle_fields_of_the_head_are_checked_at_both_depths(two_commits, invoke, edit):
+    change, named = edit
+    relative = _rewrite_head(two_commits, change)
+
+    for depth in ((), ("--deep",)):
+        result = invoke("verify", *depth)
+        assert result.exit_code == 1, result.output
+        lines = [line for line in _problems(result.output) if "Merkle tree fields" in line]
+        assert lines and lines[0].startswith(f"problem: {relative}: Merkle tree fields")
+        if not depth:
+            assert named in lines[0], lines
+
+
+def test_fast_digest_is_digest_file_for_small_and_large_files(tmp_path):
+    from registry.storage.verify import _MMAP_FROM, _digest_file
+
+    for size in (0, 1, _MMAP_FROM - 1, _MMAP_FROM, 3 * _MMAP_FROM + 12345):
+        path = tmp_path / f"f{size}"
+        path.write_bytes(os.urandom(size))
+        assert _digest_file(path) == registry.digest_file(path), size
+    with pytest.raises(FileNotFoundError):
+        _digest_file(tmp_path / "absent")
+
+
+def test_local_listing_is_the_store_listing(two_commits, tmp_path):
+    from registry.storage.verify import _local_names
+
+    (two_commits.root / "attempts" / "deep" / "er").mkdir(parents=True)
+    (two_commits.root / "attempts" / "deep" / "er" / "stray").write_bytes(b"x")
+    (two_commits.root / "attempts" / "empty").mkdir()
+
+    assert _local_names(two_commits.root) == two_commits.names("")

@@ -1,14 +1,28 @@
-"""`registry verify`: re-hash every object, re-derive every attempt id, walk the ledger chain.
+"""`registry verify`: re-hash every object, walk the ledger chain, check what commits record.
 
-Problems (exit 1): a commit that does not parse, a gap or a broken link in the chain, a path
-a commit names that is not the well-formed path of its object inside the root, a segment
-named by two commits, a missing or altered segment or layer, a segment whose rows are not
-the count and task ids its commit records, a row whose content no longer yields its attempt
-id, a retraction naming an attempt that no earlier commit added (or not in the commit it
-names), a packed segment that does not hold exactly the rows of the segments it supersedes,
-a commit whose Merkle tree fields differ from the tree over the attempt ids before it, a
-checkpoint that differs from the one rebuilt from the commits, and, given an expected head,
-a ledger that no longer extends it.
+Two depths. The default proves that no stored byte changed since it was committed: every
+object a commit names (segments, layers, plans) is re-hashed and must have the blake3 digest
+the commit records, and the commits are walked as a hash chain (each `prev` is the digest of
+the previous commit's bytes), so an edit anywhere but the newest commit breaks a link, and
+`expect_head` (a head kept outside the registry) covers the newest. `deep=True` also reads
+every row of every segment and re-derives what the writer derived from the rows at ingest:
+each row's attempt id and cohort key, the segment's row count and task ids as its commit
+records them, and the Merkle tree over the attempt ids. Those checks find a writer that
+computed something wrong, or a hand-crafted commit naming a segment whose digest is right but
+whose rows do not yield what the commit says; they cost per row, the default costs per byte.
+
+Problems at both depths (exit 1): a commit that does not parse, a gap or a broken link in the
+chain, a path a commit names that is not the well-formed path of its object inside the root,
+a segment named by two commits, a missing or altered segment or layer or plan, counts in a
+commit that disagree with each other, a retraction naming an attempt that no earlier commit
+added (or not in the commit it names), a packed segment that does not hold exactly the rows
+of the segments it supersedes, a commit whose Merkle tree fields are not a tree of as many
+leaves as the ingest commits before it record rows, whose root is not the root of its
+frontier, or that does not extend the tree of the commit before it, a checkpoint that differs
+from the one rebuilt from the commits, and, given an expected head, a ledger that no longer
+extends it. At deep depth also: an unreadable segment, a segment whose rows are not the count
+and task ids its commit records, a row whose content no longer yields its attempt id, and a
+commit whose Merkle tree fields differ from the tree over the attempt ids before it.
 Retracted attempts are still checked like every other: a retraction withdraws, never deletes.
 Unreferenced files are listed separately: an interrupted or in-flight writer leaves fully
 written objects that no commit names yet; queries never read them, so they are not damage.
@@ -16,15 +30,19 @@ written objects that no commit names yet; queries never read them, so they are n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import blake3
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from registry.errors import IntegrityError
 from registry.evidence.keys import derive_keys
 from registry.evidence.retract import retracted_ids
 from registry.storage import checkpoints, ledger, merkle
-from registry.storage.digest import digest_file
+from registry.storage.digest import PREFIX
 from registry.storage.store import MARKER, Store
 from registry.storage.tables import read_segment, table_to_records
 from registry_schemas import Commit, SegmentEntry
@@ -47,6 +65,8 @@ class VerifyReport:
     """Pack commits checked."""
     checkpoints: int = 0
     """Checkpoints checked."""
+    deep: bool = False
+    """Every row was read and re-derived (`verify(deep=True)`)."""
     problems: list[str] = field(default_factory=list)
     unreferenced: list[str] = field(default_factory=list)
 
@@ -56,30 +76,33 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(store: Store, expect_head: str | tuple[int, str] | None = None) -> VerifyReport:
-    """Check every commit, segment, layer and row of the registry.
+def verify(
+    store: Store, expect_head: str | tuple[int, str] | None = None, *, deep: bool = False
+) -> VerifyReport:
+    """Check every commit and the bytes of every object; with `deep`, every row too.
 
-    With `expect_head` (`SEQ:DIGEST` as `registry head` printed it earlier, or the pair),
-    also check that the ledger still extends that head: commit SEQ exists and still has
-    that digest. Nothing inside the registry can show a rolled-back or rewritten tail; an
-    anchor kept outside it can.
+    `attempts` counts the rows the ledger records for the ingest segments whose bytes are
+    intact (with `deep`: the rows read). With `expect_head` (`SEQ:DIGEST` as `registry
+    head` printed it earlier, or the pair), also check that the ledger still extends that
+    head: commit SEQ exists and still has that digest. Nothing inside the registry can show
+    a rolled-back or rewritten tail; an anchor kept outside it can.
 
     Raises:
         HeadFormatError: `expect_head` is not written as `SEQ:DIGEST`.
     """
     expected = ledger.parse_head(expect_head) if isinstance(expect_head, str) else expect_head
     with store.fresh_reads() as fresh:  # on a bucket: its own bytes, not the local cache
-        return _verify(fresh, expected)
+        return _verify(fresh, expected, deep)
 
 
-def _verify(store: Store, expected: tuple[int, str] | None) -> VerifyReport:
-    report = VerifyReport()
+def _verify(store: Store, expected: tuple[int, str] | None, deep: bool) -> VerifyReport:
+    report = VerifyReport(deep=deep)
     referenced = {MARKER}
     entries = _walk_chain(store, report)
     if expected is not None:
         _check_head(entries, expected, report)
     retractions = _Retractions(entries)
-    tree = _Tree()
+    tree: _Tree | _TreeFields = _Tree() if deep else _TreeFields()
     claimed: dict[str, int] = {}
     for entry in entries:
         referenced.add(ledger.commit_name(entry.seq))
@@ -107,9 +130,14 @@ def _verify(store: Store, expected: tuple[int, str] | None) -> VerifyReport:
                 retractions.add(entry.seq, None)
                 tree.add(None)
                 continue  # never read a path that may lie outside the root
-            ids = _check_segment(store, segment, report)
+            if deep:
+                ids = _check_segment(store, segment, report)
+            else:
+                ids = _check_segment_bytes(store, segment, report, retractions.wants(entry.seq))
             retractions.add(entry.seq, ids)
             tree.add(ids if entry.commit.kind == "ingest" else [])
+        if isinstance(tree, _TreeFields):
+            tree.add_rows(entry.commit)
         tree.check(entry, report)
         layer = entry.commit.layer
         if layer is not None:
@@ -146,8 +174,13 @@ class _Retractions:
             for attempt_id in entry.commit.retraction.attempt_ids
         }
         self.kinds = {entry.seq: entry.commit.kind for entry in entries}
+        self.last = max((e.seq for e in entries if e.commit.retraction is not None), default=0)
         self.added: dict[str, set[int]] = {}
         self.damaged: set[int] = set()
+
+    def wants(self, seq: int) -> bool:
+        """True when some retraction after commit `seq` needs the ids its segments hold."""
+        return bool(self.named) and seq < self.last
 
     def add(self, seq: int, attempt_ids: list[str] | None) -> None:
         """Record the ids a segment of commit `seq` holds (None: it could not be read)."""
@@ -233,6 +266,74 @@ class _Tree:
                 f"{commit.merkle_size}, root {commit.merkle_root}) differ from the tree over "
                 f"the attempt ids up to it (size {actual[0]}, root {actual[1]})"
             )
+
+
+class _TreeFields:
+    """The default depth's Merkle check: each commit's fields, without hashing any leaf.
+
+    A commit's tree must have as many leaves as the ingest commits up to it record rows,
+    as many frontier hashes as its size has bits set, the root its frontier folds to, and
+    it must extend the tree of the last commit before it that records one: every perfect
+    subtree of that tree that no appended leaf merged into is still in the frontier,
+    unchanged. That the leaves are the attempt ids the segments hold is the deep check.
+    """
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.previous: tuple[int, int, list[str]] | None = None
+        """Sequence number, size and frontier of the last commit recording a tree."""
+
+    def add(self, attempt_ids: list[str] | None) -> None:
+        """Leaves are not hashed at this depth (the rows come from `add_rows`)."""
+
+    def add_rows(self, commit: Commit) -> None:
+        """Count the rows an ingest commit records (its leaves)."""
+        if commit.kind == "ingest":
+            self.rows += sum(segment.rows for segment in commit.segments)
+
+    def check(self, entry: ledger.LedgerEntry, report: VerifyReport) -> None:
+        """Check a commit's Merkle fields (where it has them)."""
+        commit = entry.commit
+        size, root, frontier = commit.merkle_size, commit.merkle_root, commit.merkle_frontier
+        if size is None and root is None and frontier is None:
+            return
+        wrong = self._problem(size, root, frontier)
+        if wrong is not None:
+            report.problems.append(
+                f"{ledger.commit_name(entry.seq)}: Merkle tree fields (size {size}, root "
+                f"{root}) {wrong}"
+            )
+        if size is not None and frontier is not None:
+            self.previous = (entry.seq, size, frontier)
+
+    def _problem(
+        self, size: int | None, root: str | None, frontier: list[str] | None
+    ) -> str | None:
+        if size is None or root is None or frontier is None:
+            return "are incomplete (size, root and frontier go together)"
+        if size != self.rows:
+            return f"differ from the {self.rows} rows the ingest commits up to it record"
+        if len(frontier) != size.bit_count():
+            count = size.bit_count()
+            return f"hold {len(frontier)} frontier hashes, a tree of size {size} has {count}"
+        try:
+            folded = merkle.as_digest(
+                merkle.root_of_frontier([merkle.from_digest(h) for h in frontier])
+            )
+        except ValueError:
+            return "hold a frontier hash that is not a blake3 digest"
+        if folded != root:
+            return f"differ from the root of their own frontier ({folded})"
+        if self.previous is not None:
+            seq, old_size, old_frontier = self.previous
+            kept = sum(
+                1
+                for bit in range(old_size.bit_length())
+                if old_size >> bit & 1 and size >> bit == old_size >> bit
+            )
+            if size < old_size or frontier[:kept] != old_frontier[:kept]:
+                return f"do not extend the tree of commit {seq} (size {old_size})"
+        return None
 
 
 def _packed(commit: Commit) -> list[PackedSegment]:
@@ -362,19 +463,64 @@ def _check_counts(relative: str, commit: Commit, report: VerifyReport) -> None:
 
 
 def _check_object(store: Store, relative: str, digest: str, report: VerifyReport) -> bool:
-    path = store.resolve(relative)
-    if not path.is_file():
+    try:
+        actual = _digest_file(store.resolve(relative))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         report.problems.append(f"{relative}: missing (named by the ledger)")
         return False
-    actual = digest_file(path)
+    except OSError as exc:
+        report.problems.append(f"{relative}: cannot be read ({exc.strerror or exc})")
+        return False
     if actual != digest:
         report.problems.append(f"{relative}: altered, blake3 is {actual}, ledger says {digest}")
         return False
     return True
 
 
+_MMAP_FROM = 1 << 20
+"""Files from this size on are memory-mapped and hashed on every core; smaller ones are read
+whole in one call (a thread pool and a mapping cost more than they save on small files)."""
+
+
+def _digest_file(path: Path) -> str:
+    """The `blake3:` digest of a file's bytes: what `digest_file` computes, faster.
+
+    Raises:
+        OSError: the file cannot be opened or read (FileNotFoundError when it is absent).
+    """
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size < _MMAP_FROM:
+            return PREFIX + blake3.blake3(handle.read()).hexdigest()
+    hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    hasher.update_mmap(path)
+    return PREFIX + hasher.hexdigest()
+
+
+def _check_segment_bytes(
+    store: Store, segment: SegmentEntry, report: VerifyReport, want_ids: bool
+) -> list[str] | None:
+    """Default depth: check one segment's bytes; return its attempt ids if wanted.
+
+    Returns None when the segment cannot be trusted, else its attempt ids (read from the
+    `attempt_id` column only when `want_ids`, for the retraction checks; [] otherwise).
+    """
+    report.segments += 1
+    if not _check_object(store, segment.path, segment.digest, report):
+        return None
+    report.attempts += segment.rows
+    if not want_ids:
+        return []
+    try:
+        with pq.ParquetFile(store.resolve(segment.path)) as handle:
+            column = handle.read(columns=["attempt_id"]).column("attempt_id")
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        report.problems.append(f"{segment.path}: unreadable Parquet ({exc})")
+        return None
+    return [str(value) for value in column.to_pylist()]
+
+
 def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) -> list[str] | None:
-    """Check one segment; return the attempt ids it holds (None when it cannot be trusted)."""
+    """Deep: check one segment and each row; return its attempt ids (None: cannot be trusted)."""
     report.segments += 1
     if not _check_object(store, segment.path, segment.digest, report):
         return None
@@ -411,4 +557,24 @@ def _listed(task_ids: list[str]) -> str:
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
     """Every object under the root that no commit names (nor is a checked checkpoint)."""
-    return [relative for relative in store.names("") if relative not in referenced]
+    names = _local_names(store.root) if store.is_local else store.names("")
+    return [relative for relative in names if relative not in referenced]
+
+
+def _local_names(root: Path) -> list[str]:
+    """`store.names("")` of a local root (every file at any depth, root-relative, sorted).
+
+    One `scandir` per directory and no `stat` per file: on a registry of many small
+    segments, listing through `pathlib` costs as much as hashing every byte.
+    """
+    names: list[str] = []
+    pending = [("", str(root))]
+    while pending:
+        prefix, directory = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    pending.append((f"{prefix}{entry.name}/", entry.path))
+                elif entry.is_file():
+                    names.append(prefix + entry.name)
+    return sorted(names)
