@@ -87,6 +87,8 @@ CREATE MACRO is_valid(terminal_class) AS terminal_class IN
 CREATE MACRO interval_below(x1, n1, x0, n0) AS wilson_high(x1, n1) < wilson_low(x0, n0);
 CREATE MACRO interval_above(x1, n1, x0, n0) AS wilson_low(x1, n1) > wilson_high(x0, n0);
 """
+_IS_VALID_MACRO = next(m for m in _MACROS.split(";") if "MACRO is_valid" in m)
+"""The one macro the `attempts` view needs (an evidence-only connection creates only it)."""
 
 READ_ONLY_TYPES = {duckdb.StatementType.SELECT}
 DEFAULT_TIMEOUT = 60.0
@@ -114,6 +116,7 @@ def connect(
     layer_views: Iterable[str] = (),
     temp_directory: Path | None = None,
     memory_limit: str | None = None,
+    evidence_only: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """Return a confined connection with the registry views.
 
@@ -123,7 +126,10 @@ def connect(
     `layer_views` names the stored-layer views to build (`reports`, `comparisons`, ...).
     Every segment read is checked against its digest first. DuckDB spills to
     `temp_directory` (a private area the caller removes); without one it does not spill.
-    `memory_limit` caps DuckDB's memory (its own default otherwise).
+    `memory_limit` caps DuckDB's memory (its own default otherwise). With `evidence_only`,
+    only `attempts` and `_evidence` are created (what `selection.read_evidence` reads), and
+    with `task_ids` too the visible rows are read from their segments once, into a temporary
+    table the evidence views are then built on, instead of once per query.
 
     Raises:
         AsOfError: `as_of` names no commit of this ledger.
@@ -134,7 +140,10 @@ def connect(
     segments = _segment_table(store, entries, wanted)
     con = duckdb.connect(":memory:", config={"threads": 2})
     try:
-        _build(con, store, entries, segments, include_retracted, layer_views)
+        if evidence_only:
+            _build_evidence(con, entries, segments, include_retracted, wanted is not None)
+        else:
+            _build(con, store, entries, segments, include_retracted, layer_views)
         _confine(con, store, temp_directory, memory_limit)
     except BaseException:
         con.close()
@@ -182,6 +191,26 @@ def _build(
             con.execute(
                 f"CREATE VIEW {name} AS SELECT * REPLACE (document::JSON AS document) FROM _{name}"
             )
+
+
+def _build_evidence(
+    con: duckdb.DuckDBPyConnection,
+    entries: list[LedgerEntry],
+    segments: list[tuple[str, int, bool]],
+    include_retracted: bool,
+    materialize: bool,
+) -> None:
+    """Create `_attempts_all`, `_evidence` and `attempts` only (see `connect`)."""
+    register_rows(
+        con, "_segments", [("path", "VARCHAR"), ("commit_seq", "BIGINT"), ("packed", "BOOLEAN")],
+        segments,
+    )  # fmt: skip
+    _attempt_rows(con, segments).create_view("_attempt_rows")
+    _register_provenance(con, entries)
+    con.execute(_IS_VALID_MACRO)
+    kind = "TEMP TABLE" if materialize else "VIEW"
+    con.execute(_ATTEMPTS_ALL_VIEW.replace("CREATE VIEW", f"CREATE {kind}", 1))
+    register_evidence(con, _retracted_ids(entries), include_retracted, derived=False)
 
 
 def open_database(path: str = ":memory:") -> duckdb.DuckDBPyConnection:

@@ -211,11 +211,14 @@ def register_evidence(
     con: duckdb.DuckDBPyConnection,
     retracted: Iterable[str] = (),
     include_retracted: bool = False,
+    derived: bool = True,
 ) -> None:
     """Create the evidence views (`attempts`, `samples`, `lineage`) over `_attempts_all`.
 
     `_attempts_all` must already hold every visible attempt with its provenance columns;
-    `retracted` names the attempt ids retracted in the ledger read.
+    `retracted` names the attempt ids retracted in the ledger read. Without `derived`, only
+    `_evidence` and `attempts` are created (`samples` and `lineage` are built on them and
+    change nothing in them).
     """
     cohorts = con.execute(
         "SELECT cohort_key, any_value(inputs) FROM _attempts_all GROUP BY cohort_key"
@@ -241,8 +244,9 @@ def register_evidence(
     )
     con.execute(_EVIDENCE_VIEW)
     con.execute(_ATTEMPTS_VIEW.format(where="true" if include_retracted else "NOT retracted"))
-    con.execute(_SAMPLES_VIEW)
-    con.execute(_LINEAGE_VIEW)
+    if derived:
+        con.execute(_SAMPLES_VIEW)
+        con.execute(_LINEAGE_VIEW)
 
 
 def register_rows(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from registry.errors import RegistryError
-from registry.evidence.query import connect, fetch
+from registry.evidence.query import QueryResult, connect, fetch
 from registry.evidence.rule import (
     ENVELOPE_KEYS,
     TASK_INPUTS,
@@ -237,16 +237,23 @@ def read_evidence(
     where, params = scope_clause(scope)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     con = connect(
-        store, task_ids=scope.tasks or None, as_of=as_of, include_retracted=include_retracted
+        store,
+        task_ids=scope.tasks or None,
+        as_of=as_of,
+        include_retracted=include_retracted,
+        evidence_only=True,
     )
     try:
         result = fetch(con, f"SELECT {_COLUMNS} FROM attempts{clause} ORDER BY attempt_id", params)
-        hidden = fetch(
-            con,
-            f"SELECT {_COLUMNS.replace('slot_conflict', 'false AS slot_conflict')} FROM _evidence"
-            f"{clause}{' AND' if where else ' WHERE'} retracted AND NOT ?",
-            [*params, include_retracted],
-        )
+        hidden = QueryResult(result.columns, [])
+        # Hidden rows exist only when the ledger retracts something (one cheap look first).
+        if not include_retracted and fetch(con, "SELECT count(*) FROM _retracted").rows[0][0]:
+            hidden = fetch(
+                con,
+                f"SELECT {_COLUMNS.replace('slot_conflict', 'false AS slot_conflict')}"
+                f" FROM _evidence{clause}{' AND' if where else ' WHERE'} retracted",
+                params,
+            )
     finally:
         con.close()
     rows = _as_dicts(result)
