@@ -6,7 +6,7 @@ local, bucket with an empty cache (cold: the ledger and the task's segments are 
 bucket with the cache filled by the previous call (warm: only the ledger is read from the
 bucket). Prints the median seconds of each and the ratios to the local report.
 
-    python benchmarks/bucket_reads.py [--tasks 200] [--repeats 5] [--rounds 5]
+    python benchmarks/bucket_reads.py [--tasks 200] [--repeats 5] [--ingests 20] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--ingests", type=int, default=20, help="one commit each")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bucket-reads-"))
     try:
@@ -50,19 +51,22 @@ def main() -> None:
             for t in range(options.tasks)
             for r in range(options.repeats)
         ]
-        source = work / "in.jsonl"
-        source.write_text("".join(json.dumps(r) + "\n" for r in records))
+        sources = [work / f"in-{n}.jsonl" for n in range(options.ingests)]
+        for n, source in enumerate(sources):
+            part = records[n :: options.ingests]
+            source.write_text("".join(json.dumps(r) + "\n" for r in part))
         with seaweed_s3() as server:
             cache = work / "cache"
             env = {**os.environ, **server.env(), "REGISTRY_CACHE": str(cache)}
             bucket, local = server.url("bench"), str(work / "reg")
             for root in (local, bucket):
-                subprocess.run(
-                    [sys.executable, "-c", CLI, "ingest", str(source), "--root", root],
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                )
+                for source in sources:
+                    subprocess.run(
+                        [sys.executable, "-c", CLI, "ingest", str(source), "--root", root],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                    )
             task = f"task-{options.tasks // 2}"
             report = ["report", "--task", task, "--format", "json", "--root"]
             figures: dict[str, list[float]] = {"local": [], "cold": [], "warm": []}
@@ -72,7 +76,10 @@ def main() -> None:
                 figures["cold"].append(timed([*report, bucket], env))
                 figures["warm"].append(timed([*report, bucket], env))
         medians = {name: statistics.median(values) for name, values in figures.items()}
-        print(f"{len(records)} attempts, {options.tasks} tasks; report --task {task}")
+        print(
+            f"{len(records)} attempts, {options.tasks} tasks, {options.ingests} ingest commits; "
+            f"report --task {task}"
+        )
         for name in ("local", "cold", "warm"):
             ratio = medians[name] / medians["local"]
             print(f"  {name:5} {medians[name]:6.2f} s  ({ratio:.2f}x the directory root)")
