@@ -463,8 +463,11 @@ def _check_counts(relative: str, commit: Commit, report: VerifyReport) -> None:
 
 
 def _check_object(store: Store, relative: str, digest: str, report: VerifyReport) -> bool:
+    # A local root's file by string: `store.resolve` builds a Path per object, which costs
+    # a tenth of hashing a small segment.
+    path = f"{store.root}/{relative}" if store.is_local else store.resolve(relative)
     try:
-        actual = _digest_file(store.resolve(relative))
+        actual = _digest_file(path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         report.problems.append(f"{relative}: missing (named by the ledger)")
         return False
@@ -482,15 +485,22 @@ _MMAP_FROM = 1 << 20
 whole in one call (a thread pool and a mapping cost more than they save on small files)."""
 
 
-def _digest_file(path: Path) -> str:
+def _digest_file(path: Path | str) -> str:
     """The `blake3:` digest of a file's bytes: what `digest_file` computes, faster.
 
     Raises:
         OSError: the file cannot be opened or read (FileNotFoundError when it is absent).
     """
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size < _MMAP_FROM:
-            return PREFIX + blake3.blake3(handle.read()).hexdigest()
+    handle = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(handle).st_size
+        if size < _MMAP_FROM:  # one read of the whole file, then one that finds its end
+            hasher = blake3.blake3(os.read(handle, size + 1))
+            while chunk := os.read(handle, 1 << 16):
+                hasher.update(chunk)
+            return PREFIX + hasher.hexdigest()
+    finally:
+        os.close(handle)
     hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
     hasher.update_mmap(path)
     return PREFIX + hasher.hexdigest()
