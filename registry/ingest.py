@@ -1,20 +1,28 @@
 """`registry ingest`: harness output in, immutable Parquet segments and one commit out.
 
 All or nothing: every record of every input is validated before anything becomes visible.
-Rows wait in memory (spilled to part files in the writer's temp area past `spill_rows`),
-one segment per cohort is written to the temp area, segments are published create-if-absent,
+Rows wait in memory as Arrow (converted from Python every `_ARROW_ROWS` rows; written to a
+part file in the writer's temp area, one row group per cohort, every `spill_rows` rows), one
+segment per cohort is written to the temp area, segments are published create-if-absent,
 and only then is the commit that names them appended. A failure at any point leaves at most
 the temp area, which is removed.
+
+A cohort with rows in a part file keeps the schema a Parquet round trip gives (map entries
+named after their column), one without keeps the schema `rows_to_table` builds: segments are
+byte-identical to those of earlier versions for the same input and `spill_rows`.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from registry._faults import checkpoint
 from registry.errors import InvalidRecordError, LedgerConflictError
@@ -33,9 +41,19 @@ from registry.importers.sources import (
 from registry.storage import ledger
 from registry.storage.digest import digest_file
 from registry.storage.store import MARKER, Store, is_url, open_store, remove_empty_store
-from registry.storage.tables import read_segment, rows_to_table, to_row, write_segment
+from registry.storage.tables import (
+    WRITE_OPTIONS,
+    read_segment,
+    rows_to_table,
+    to_row,
+    write_segment,
+)
 
 SPILL_ROWS = 100_000
+_ARROW_ROWS = 8192
+"""Rows held as Python values before they are converted to Arrow (bounds memory)."""
+_THREADS = 2
+"""Segments written and published at once (Parquet encoding and fsync release the GIL)."""
 
 
 @dataclass
@@ -57,8 +75,10 @@ class _Cohort:
     """Rows of one cohort waiting to become a segment."""
 
     key: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    parts: list[Path] = field(default_factory=list)
+    parts: list[tuple[int, int]] = field(default_factory=list)
+    """(part file, row group) of each spill that held rows of this cohort, in order."""
+    tables: list[pa.Table] = field(default_factory=list)
+    """Rows converted to Arrow since the last spill, in order."""
     task_ids: set[str] = field(default_factory=set)
 
 
@@ -68,6 +88,9 @@ class _Batch:
     area: Path
     spill_rows: int
     cohorts: dict[str, _Cohort] = field(default_factory=dict)
+    pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(cohort key, segment row) not yet converted to Arrow."""
+    parts: list[Path] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     known: dict[str, set[str]] = field(default_factory=dict)
     segments_by_cohort: dict[str, list[str]] = field(default_factory=dict)
@@ -186,56 +209,115 @@ def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
     assert batch.admission is not None
     batch.admission.admit(source.label, location, record, attempt_id, cohort_key)
     batch.seen.add(attempt_id)
-    cohort = batch.cohorts.setdefault(cohort_key, _Cohort(cohort_key))
-    cohort.rows.append(to_row(record, attempt_id, cohort_key))
+    cohort = batch.cohorts.get(cohort_key)
+    if cohort is None:
+        cohort = batch.cohorts[cohort_key] = _Cohort(cohort_key)
     cohort.task_ids.add(record["task_id"])
+    batch.pending.append((cohort_key, to_row(record, attempt_id, cohort_key)))
+    if len(batch.pending) >= _ARROW_ROWS:
+        _to_arrow(batch)
     batch.buffered += 1
     if batch.buffered >= batch.spill_rows:
         _spill(batch)
 
 
+def _to_arrow(batch: _Batch) -> None:
+    """Convert the pending rows to one Arrow table and hand each cohort its slice."""
+    if not batch.pending:
+        return
+    order: dict[str, list[dict[str, Any]]] = {}
+    for key, row in batch.pending:
+        rows = order.get(key)
+        if rows is None:
+            order[key] = [row]
+        else:
+            rows.append(row)
+    batch.pending = []
+    table = rows_to_table([row for rows in order.values() for row in rows])
+    offset = 0
+    for key, rows in order.items():
+        batch.cohorts[key].tables.append(table.slice(offset, len(rows)))
+        offset += len(rows)
+
+
 def _spill(batch: _Batch) -> None:
-    for cohort in batch.cohorts.values():
-        if cohort.rows:
-            part = batch.area / f"part-{len(cohort.parts)}-{cohort.key[7:23]}.parquet"
-            write_segment(rows_to_table(cohort.rows), part)
-            cohort.parts.append(part)
-            cohort.rows = []
+    """Write every cohort's rows since the last spill to one part file, a row group each."""
+    _to_arrow(batch)
+    part = batch.area / f"part-{len(batch.parts)}.parquet"
+    writer: pq.ParquetWriter | None = None
+    group = 0
+    try:
+        for cohort in batch.cohorts.values():
+            if not cohort.tables:
+                continue
+            table = pa.concat_tables(cohort.tables)
+            if writer is None:
+                writer = pq.ParquetWriter(part, table.schema, **WRITE_OPTIONS)
+            writer.write_table(table, row_group_size=max(len(table), 1))
+            cohort.parts.append((len(batch.parts), group))
+            cohort.tables = []
+            group += 1
+    finally:
+        if writer is not None:
+            writer.close()
+    batch.parts.append(part)
     batch.buffered = 0
     checkpoint("after-spill")
 
 
-def _cohort_table(cohort: _Cohort) -> pa.Table:
-    tables = [read_segment(part) for part in cohort.parts]
-    if cohort.rows:
-        tables.append(rows_to_table(cohort.rows))
+def _cohort_table(batch: _Batch, cohort: _Cohort, files: dict[int, pq.ParquetFile]) -> pa.Table:
+    tables = []
+    for index, group in cohort.parts:
+        if index not in files:
+            files[index] = pq.ParquetFile(batch.parts[index])
+        tables.append(files[index].read_row_group(group))
+    tables.extend(cohort.tables)
+    cohort.tables = []
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def _write_segments(batch: _Batch) -> list[dict[str, Any]]:
-    """Write one temp segment per cohort; return their descriptions, sorted by cohort."""
-    segments = []
-    for key in sorted(batch.cohorts):
-        cohort = batch.cohorts[key]
-        table = _cohort_table(cohort)
-        segments.append(_describe(batch, cohort, table))
+    """Write one temp segment per cohort; return their descriptions, sorted by cohort.
+
+    Tables are assembled in this thread, in cohort order, and written by a small pool; at
+    most `2 * _THREADS` tables are held at once.
+    """
+    _to_arrow(batch)
+    files: dict[int, pq.ParquetFile] = {}
+    segments: list[dict[str, Any]] = []
+    try:
+        with ThreadPoolExecutor(_THREADS) as pool:
+            window: deque[Future[dict[str, Any]]] = deque()
+            for key in sorted(batch.cohorts):
+                cohort = batch.cohorts[key]
+                table = _cohort_table(batch, cohort, files)
+                window.append(pool.submit(_describe, batch, cohort, table))
+                if len(window) >= 2 * _THREADS:
+                    segments.append(window.popleft().result())
+            segments.extend(future.result() for future in window)
+    finally:
+        for handle in files.values():
+            handle.close()
     return segments
 
 
-def _describe(batch: _Batch, cohort: _Cohort, table: pa.Table) -> dict[str, Any]:
+def _describe(
+    batch: _Batch, cohort: _Cohort, table: pa.Table, task_ids: set[str] | None = None
+) -> dict[str, Any]:
     temp = batch.area / f"segment-{cohort.key[7:]}-{len(table)}.parquet"
     temp.unlink(missing_ok=True)
     write_segment(table, temp)
     digest = digest_file(temp)
+    if task_ids is None:
+        task_ids = cohort.task_ids
     return {
         "_temp": temp,
-        "_table": table,
-        "_ids": set(table.column("attempt_id").to_pylist()),
+        "_schema": table.schema,
         "path": batch.store.segment_path(cohort.key, digest),
         "digest": digest,
         "rows": len(table),
         "cohort_key": cohort.key,
-        "task_ids": sorted(set(table.column("task_id").to_pylist())),
+        "task_ids": sorted(task_ids),
     }
 
 
@@ -247,9 +329,7 @@ def _commit(
         segments = _drop_raced(batch, segments)
         if not segments:
             return None, []
-        for segment in segments:
-            batch.store.put_file(segment["_temp"], segment["path"])
-            checkpoint("after-first-segment-published")
+        _publish(batch.store, segments)
         checkpoint("after-segments-published")
         fields = _commit_fields(batch, sources, segments)
         prev = ledger.digest_at(batch.store, batch.base_seq)
@@ -258,6 +338,20 @@ def _commit(
             return entry, segments
         ledger.backoff()
     raise LedgerConflictError("could not append to the ledger after repeated races")
+
+
+def _publish(store: Store, segments: list[dict[str, Any]]) -> None:
+    """Publish the temp segments create-if-absent: the first alone, the others in parallel."""
+    store.put_file(segments[0]["_temp"], segments[0]["path"])
+    checkpoint("after-first-segment-published")
+    rest = segments[1:]
+    if not store.is_local or len(rest) < 2:
+        for segment in rest:
+            store.put_file(segment["_temp"], segment["path"])
+        return
+    with ThreadPoolExecutor(_THREADS) as pool:
+        # fsync releases the GIL; list() re-raises the first failure
+        list(pool.map(lambda s: store.put_file(s["_temp"], s["path"]), rest))
 
 
 def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -269,14 +363,15 @@ def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str,
     kept = []
     for segment in segments:
         ids = _known_ids(batch, segment["cohort_key"])
-        if not segment["_ids"] & ids:
+        table = read_segment(segment["_temp"]).cast(segment["_schema"])
+        if ids.isdisjoint(table.column("attempt_id").to_pylist()):
             kept.append(segment)
             continue
-        table = segment["_table"]
         mask = pa.array([i not in ids for i in table.column("attempt_id").to_pylist()])
         remaining = table.filter(mask)
         if len(remaining):
-            kept.append(_describe(batch, batch.cohorts[segment["cohort_key"]], remaining))
+            tasks = set(remaining.column("task_id").to_pylist())
+            kept.append(_describe(batch, batch.cohorts[segment["cohort_key"]], remaining, tasks))
     return kept
 
 
