@@ -28,6 +28,7 @@ from registry.evidence.rule import (
 )
 from registry.evidence.selection import Evidence, Scope, read_evidence
 from registry.storage.layers import LayerVersion, read_layer, store_layer
+from registry.storage.ledger import LedgerSnapshot
 from registry.storage.store import Store
 from registry_schemas import (
     CohortReport,
@@ -58,14 +59,23 @@ _TOKEN_FIELDS = {
 
 
 def build_report(
-    store: Store, task_id: str, *, as_of: str | int | None = None, include_retracted: bool = False
+    store: Store,
+    task_id: str,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+    snapshot: LedgerSnapshot | None = None,
 ) -> TaskReport:
     """Return the evidence report of one task (as the ledger stood at `as_of`, if given).
+
+    `snapshot`: the ledger as the calling command already read it (read here otherwise).
 
     Raises:
         ObjectNotFoundError: no attempt of that task is in the registry.
     """
-    evidence = read_task_evidence(store, task_id, as_of=as_of, include_retracted=include_retracted)
+    evidence = read_task_evidence(
+        store, task_id, as_of=as_of, include_retracted=include_retracted, snapshot=snapshot
+    )
     if not evidence.rows:
         raise ObjectNotFoundError(
             f"no attempts for task {orjson.dumps(task_id).decode()} in the registry; "
@@ -75,14 +85,23 @@ def build_report(
 
 
 def read_task_evidence(
-    store: Store, task_id: str, *, as_of: str | int | None = None, include_retracted: bool = False
+    store: Store,
+    task_id: str,
+    *,
+    as_of: str | int | None = None,
+    include_retracted: bool = False,
+    snapshot: LedgerSnapshot | None = None,
 ) -> Evidence:
     """Return a task's attempts under the evidence rule, ordered by attempt id.
 
     Only the segments holding the task are read (the ledger records each segment's tasks).
     """
     return read_evidence(
-        store, Scope(tasks=(task_id,)), as_of=as_of, include_retracted=include_retracted
+        store,
+        Scope(tasks=(task_id,)),
+        as_of=as_of,
+        include_retracted=include_retracted,
+        snapshot=snapshot,
     )
 
 
@@ -265,17 +284,24 @@ def record_report(
 ) -> tuple[TaskReport, LayerVersion, bool]:
     """Build a task's report and store it as a layer; return it, the layer and if it is new.
 
+    The ledger is read once: the evidence and the layer's record share one snapshot of it.
+
     Raises:
         ObjectNotFoundError: no attempt of that task is in the registry.
     """
-    report = build_report(store, task_id, include_retracted=include_retracted)
-    version, created = store_report(store, report)
+    snapshot = LedgerSnapshot(store)
+    report = build_report(store, task_id, include_retracted=include_retracted, snapshot=snapshot)
+    version, created = store_report(store, report, snapshot=snapshot)
     return report, version, created
 
 
-def store_report(store: Store, report: TaskReport) -> tuple[LayerVersion, bool]:
+def store_report(
+    store: Store, report: TaskReport, *, snapshot: LedgerSnapshot | None = None
+) -> tuple[LayerVersion, bool]:
     """Store a built report as a derived layer; return the layer and whether it is new."""
-    return store_layer(store, REPORT_LAYER, report.task_id, report_document(report))
+    return store_layer(
+        store, REPORT_LAYER, report.task_id, report_document(report), snapshot=snapshot
+    )
 
 
 def load_report(store: Store, digest: str) -> tuple[LayerVersion, TaskReport]:

@@ -30,7 +30,13 @@ import duckdb
 from registry.errors import IntegrityError, QueryError, ReadOnlyQueryError, StorageError
 from registry.evidence.rule import register_evidence, register_rows
 from registry.storage.digest import digest_file
-from registry.storage.ledger import LedgerEntry, entries_as_of, read_ledger, segment_paths
+from registry.storage.ledger import (
+    LedgerEntry,
+    LedgerSnapshot,
+    entries_as_of,
+    read_ledger,
+    segment_paths,
+)
 from registry.storage.store import Store
 from registry_schemas import AttemptRecord, SegmentEntry
 
@@ -117,6 +123,7 @@ def connect(
     temp_directory: Path | None = None,
     memory_limit: str | None = None,
     evidence_only: bool = False,
+    snapshot: LedgerSnapshot | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Return a confined connection with the registry views.
 
@@ -129,13 +136,16 @@ def connect(
     `memory_limit` caps DuckDB's memory (its own default otherwise). With `evidence_only`,
     only `attempts` and `_evidence` are created (what `selection.read_evidence` reads), and
     with `task_ids` too the visible rows are read from their segments once, into a temporary
-    table the evidence views are then built on, instead of once per query.
+    table the evidence views are then built on, instead of once per query. `snapshot` is the
+    ledger as the calling command already read it (read here otherwise).
 
     Raises:
         AsOfError: `as_of` names no commit of this ledger.
         IntegrityError: the ledger, a segment or a layer read is damaged or missing.
     """
-    entries = entries_as_of(read_ledger(store), as_of)
+    entries = entries_as_of(
+        list(snapshot.entries) if snapshot is not None else read_ledger(store), as_of
+    )
     wanted = None if task_ids is None else set(task_ids)
     segments = _segment_table(store, entries, wanted)
     con = duckdb.connect(":memory:", config={"threads": 2})

@@ -36,6 +36,8 @@ from registry_schemas import CONFIGURATION_INPUTS
 if TYPE_CHECKING:
     import duckdb
 
+    from registry.storage.ledger import LedgerSnapshot
+
 CONFIG_INPUTS = tuple(name for name in CONFIGURATION_INPUTS if name != "budget")
 """Cohort inputs a selector may name directly (the budget is matched by `experiment`/`plan`)."""
 SELECTOR_KEYS = ("experiment", "plan", "agent_system", *ENVELOPE_KEYS, *CONFIG_INPUTS)
@@ -232,8 +234,12 @@ def read_evidence(
     *,
     as_of: str | int | None = None,
     include_retracted: bool = False,
+    snapshot: LedgerSnapshot | None = None,
 ) -> Evidence:
-    """Return the attempts in scope under the evidence rule (`registry.evidence.rule`)."""
+    """Return the attempts in scope under the evidence rule (`registry.evidence.rule`).
+
+    `snapshot`: the ledger as the calling command already read it (read here otherwise).
+    """
     where, params = scope_clause(scope)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     con = connect(
@@ -242,6 +248,7 @@ def read_evidence(
         as_of=as_of,
         include_retracted=include_retracted,
         evidence_only=True,
+        snapshot=snapshot,
     )
     try:
         result = fetch(con, f"SELECT {_COLUMNS} FROM attempts{clause} ORDER BY attempt_id", params)

@@ -39,11 +39,19 @@ def layer_path(kind: str, digest: str) -> str:
     return f"layers/{kind}/{hex_of(digest)}.json"
 
 
-def store_layer(store: Store, kind: str, subject: str, document: Any) -> tuple[LayerVersion, bool]:
+def store_layer(
+    store: Store,
+    kind: str,
+    subject: str,
+    document: Any,
+    *,
+    snapshot: ledger.LedgerSnapshot | None = None,
+) -> tuple[LayerVersion, bool]:
     """Store a layer if new and record it in the ledger; return it and whether it was new.
 
     Concurrent writers of the same document race like ingests: the one that loses sees the
-    winner's commit on its next attempt and records nothing more.
+    winner's commit on its next attempt and records nothing more. With a `snapshot` (the
+    ledger as the calling command already read it), only the commits written since are read.
     """
     data = canonical_json(document)
     digest = digest_bytes(data)
@@ -52,21 +60,34 @@ def store_layer(store: Store, kind: str, subject: str, document: Any) -> tuple[L
         store.put_bytes(data, path, area)
 
     def recorded() -> ledger.LedgerEntry | None:
-        seqs = [v.commit_seq for v in list_layers(store, kind) if v.digest == digest]
-        return ledger.entry_at(store, seqs[0]) if seqs else None
+        entries = None if snapshot is None else snapshot.entries  # `append` just refreshed it
+        versions = list_layers(store, kind, entries=entries)
+        seqs = [v.commit_seq for v in versions if v.digest == digest]
+        if not seqs:
+            return None
+        return ledger.entry_at(store, seqs[0]) if entries is None else entries[seqs[0] - 1]
 
     layer = {"kind": kind, "subject": subject, "path": path, "digest": digest}
-    entry, created = ledger.append(store, {"kind": "layer", "layer": layer}, already=recorded)
+    entry, created = ledger.append(
+        store, {"kind": "layer", "layer": layer}, already=recorded, snapshot=snapshot
+    )
     return _version(entry), created
 
 
 def list_layers(
-    store: Store, kind: str | None = None, subject: str | None = None
+    store: Store,
+    kind: str | None = None,
+    subject: str | None = None,
+    *,
+    entries: list[ledger.LedgerEntry] | None = None,
 ) -> list[LayerVersion]:
-    """Return recorded layers, oldest first, optionally of one kind and subject."""
+    """Return recorded layers, oldest first, optionally of one kind and subject.
+
+    `entries`: the ledger as already read (read here otherwise).
+    """
     versions = []
     seen = set()
-    for entry in ledger.read_ledger(store):
+    for entry in ledger.read_ledger(store) if entries is None else entries:
         layer = entry.commit.layer
         if layer is None or (kind and layer.kind != kind) or layer.digest in seen:
             continue

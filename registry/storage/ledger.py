@@ -120,18 +120,69 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
         _check_entry(entry, expected, entries[expected - 2].digest if expected > 1 else None)
         _claim(entry, claimed)
     for expected, name in enumerate(names[len(entries) :], start=len(entries) + 1):
-        relative = f"ledger/{name}"
-        try:
-            entry = read_entry(store, relative)
-        except IntegrityError:
-            raise _damaged(relative, "it does not parse as registry.commit/1") from None
-        if entry.seq != expected or commit_name(entry.seq) != relative:
-            missing = f"commit {expected} is missing" if int(name[:12]) > expected else ""
-            raise _damaged(relative, missing or f"sequence number {entry.seq} out of place")
-        _check_entry(entry, expected, entries[-1].digest if entries else None)
+        entry = _read_next(
+            store, f"ledger/{name}", expected, entries[-1].digest if entries else None
+        )
         _claim(entry, claimed)
         entries.append(entry)
     return entries
+
+
+class LedgerSnapshot:
+    """The ledger as one command read it, extended (never re-read) as commits are added.
+
+    A command that reads the ledger and then records something (a report read, then its
+    layer stored) reads every commit once: `refresh` lists the ledger and reads only the
+    commits after the known head, checked as `read_ledger` checks them (sequence, `prev`
+    chain, path forms, no segment named twice). A ledger that no longer starts with the
+    known commits is read again in full.
+    """
+
+    def __init__(self, store: Store, entries: list[LedgerEntry] | None = None) -> None:
+        self.store = store
+        self.entries = read_ledger(store) if entries is None else entries
+        self._claimed: set[str] | None = None
+
+    @property
+    def head(self) -> tuple[int, str | None]:
+        """The sequence number and digest of the newest known commit ((0, None) when empty)."""
+        return (self.entries[-1].seq, self.entries[-1].digest) if self.entries else (0, None)
+
+    def refresh(self) -> list[LedgerEntry]:
+        """Read the commits written since the last read; return the whole ledger.
+
+        Raises:
+            IntegrityError: the ledger is not intact (see `read_ledger`).
+        """
+        names = commit_names(self.store)
+        known = len(self.entries)
+        if names[:known] != [f"{seq:012d}.json" for seq in range(1, known + 1)]:
+            self.entries, self._claimed = read_ledger(self.store), None
+            return self.entries
+        if self._claimed is None and len(names) > known:
+            self._claimed = set()
+            for entry in self.entries:
+                _claim(entry, self._claimed)
+        for expected, name in enumerate(names[known:], start=known + 1):
+            entry = _read_next(self.store, f"ledger/{name}", expected, self.head[1])
+            assert self._claimed is not None
+            _claim(entry, self._claimed)
+            self.entries.append(entry)
+        return self.entries
+
+
+def _read_next(store: Store, relative: str, expected: int, prev: str | None) -> LedgerEntry:
+    """Read the commit file at `relative`, which must be commit `expected` chained to `prev`."""
+    try:
+        entry = read_entry(store, relative)
+    except IntegrityError:
+        raise _damaged(relative, "it does not parse as registry.commit/1") from None
+    if entry.seq != expected or commit_name(entry.seq) != relative:
+        name = relative.removeprefix("ledger/")
+        missing = f"commit {expected} is missing" if int(name[:12]) > expected else ""
+        raise _damaged(relative, missing or f"sequence number {entry.seq} out of place")
+    _check_entry(entry, expected, prev)
+    return entry
 
 
 def _check_entry(entry: LedgerEntry, expected: int, prev: str | None) -> None:
@@ -297,7 +348,13 @@ def now_utc() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any]) -> str | None:
+def try_append(
+    store: Store,
+    seq: int,
+    prev: str | None,
+    fields: dict[str, Any],
+    before: LedgerEntry | None = None,
+) -> str | None:
     """Publish commit `seq` chained to `prev` if that number is free; return its digest.
 
     The commit records the attempt-id Merkle tree after it (`merkle_size`, `merkle_root`,
@@ -306,10 +363,11 @@ def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any])
     `checkpoints.INTERVAL`, a checkpoint covering it is written afterwards (create if absent;
     a checkpoint the file system refuses is left for a later writer or `registry checkpoint`).
     Returns None when another writer already holds `seq` (the caller re-reads and retries).
+    `before`, if given, is commit `seq - 1` as already read (not read again).
     """
     from registry.storage import checkpoints
 
-    tree = merkle_fields(store, seq, prev, fields)
+    tree = merkle_fields(store, seq, prev, fields, before)
     commit = Commit.model_validate(
         {"seq": seq, "prev": prev, "created_at": now_utc(), **fields, **tree}, strict=False
     )
@@ -324,12 +382,17 @@ def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any])
 
 
 def merkle_fields(
-    store: Store, seq: int, prev: str | None, fields: dict[str, Any]
+    store: Store,
+    seq: int,
+    prev: str | None,
+    fields: dict[str, Any],
+    before: LedgerEntry | None = None,
 ) -> dict[str, Any]:
     """Return the Merkle fields of commit `seq` whose predecessor has digest `prev`.
 
     Empty (the commit records no tree) when a segment the tree needs is missing, unreadable
     or not at a well-formed path: the ledger is damaged and `registry verify` names it.
+    `before`, if given, is commit `seq - 1` as already read.
     """
     from registry.storage import merkle
 
@@ -337,7 +400,8 @@ def merkle_fields(
     size = 0
     try:
         if seq > 1:
-            before = entry_at(store, seq - 1)
+            if before is None or before.seq != seq - 1:
+                before = entry_at(store, seq - 1)
             commit = before.commit
             if before.digest == prev and commit.merkle_frontier is not None:
                 frontier = [merkle.from_digest(h) for h in commit.merkle_frontier]
@@ -373,21 +437,27 @@ def append(
     store: Store,
     fields: dict[str, Any],
     already: Callable[[], LedgerEntry | None] | None = None,
+    snapshot: LedgerSnapshot | None = None,
 ) -> tuple[LedgerEntry, bool]:
     """Append a commit with `fields` at the next free sequence number, retrying races.
 
     `already`, if given, is asked before every attempt whether an equivalent commit now
     exists (another writer may have just made it); if so that one is returned instead.
+    With a `snapshot` of the ledger (which `already` may refresh too), the head's digest
+    and the previous commit's tree are taken from it instead of being read again.
     Returns the commit and whether this call wrote it.
 
     Raises:
         LedgerConflictError: the race was lost `MAX_ATTEMPTS` times in a row.
+        IntegrityError: with a snapshot, the ledger is not intact (see `read_ledger`).
     """
     for _ in range(MAX_ATTEMPTS):
-        seq = head_seq(store)
+        seq = head_seq(store) if snapshot is None else len(snapshot.refresh())
         if already is not None and (existing := already()) is not None:
             return existing, False
-        if try_append(store, seq + 1, digest_at(store, seq), fields) is not None:
+        before = snapshot.entries[seq - 1] if snapshot is not None and seq else None
+        prev = before.digest if before is not None else digest_at(store, seq)
+        if try_append(store, seq + 1, prev, fields, before) is not None:
             return entry_at(store, seq + 1), True
         backoff()
     raise LedgerConflictError(f"could not append to the ledger after {MAX_ATTEMPTS} attempts")
