@@ -12,6 +12,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -286,6 +287,17 @@ def test_a_segment_that_is_not_parquet_is_named_only_by_deep(two_commits, invoke
     assert default.exit_code == 0, default.output
     assert deep.exit_code == 1, deep.output
     assert any(f"{relative}: unreadable Parquet" in line for line in _problems(deep.output))
+
+
+def test_parquet_without_segment_columns_is_named_by_deep(two_commits, invoke, tmp_path):
+    pq.write_table(pa.table({"task_id": ["t"]}), tmp_path / "other.parquet")
+    data = (tmp_path / "other.parquet").read_bytes()
+    relative = _hand_written_commit(two_commits, data, tmp_path)
+
+    deep = invoke("verify", "--deep")
+
+    assert deep.exit_code == 1, deep.output
+    assert f"problem: {relative}: not a segment, it has no column attempt_id" in deep.output
 
 
 def test_segment_rows_and_tasks_that_differ_from_the_commit_are_named_by_deep(

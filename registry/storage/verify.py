@@ -44,7 +44,7 @@ from registry.evidence.retract import retracted_ids
 from registry.storage import checkpoints, ledger, merkle
 from registry.storage.digest import PREFIX
 from registry.storage.store import MARKER, Store
-from registry.storage.tables import read_segment, table_to_records
+from registry.storage.tables import ATTEMPT_SCHEMA, read_segment, table_to_records
 from registry_schemas import Commit, SegmentEntry
 from registry_schemas.ledger import PackedSegment
 
@@ -534,10 +534,15 @@ def _check_segment(store: Store, segment: SegmentEntry, report: VerifyReport) ->
     report.segments += 1
     if not _check_object(store, segment.path, segment.digest, report):
         return None
-    try:
-        table = read_segment(store.resolve(segment.path))
+    try:  # one file, no dataset discovery: a third of `read_segment`'s time per segment
+        with pq.ParquetFile(store.resolve(segment.path)) as handle:
+            table = handle.read()
     except (pa.ArrowException, OSError) as exc:
         report.problems.append(f"{segment.path}: unreadable Parquet ({exc})")
+        return None
+    missing = [name for name in ATTEMPT_SCHEMA.names if name not in table.column_names]
+    if missing:
+        report.problems.append(f"{segment.path}: not a segment, it has no column {missing[0]}")
         return None
     attempt_ids = []
     if len(table) != segment.rows:
