@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from registry.storage import ledger
 from registry.storage.digest import digest_file
 from registry.storage.store import MARKER, Store, is_url, open_store, remove_empty_store
 from registry.storage.tables import (
+    ATTEMPT_SCHEMA,
     WRITE_OPTIONS,
     read_segment,
     rows_to_table,
@@ -80,6 +82,8 @@ class _Cohort:
     tables: list[pa.Table] = field(default_factory=list)
     """Rows converted to Arrow since the last spill, in order."""
     task_ids: set[str] = field(default_factory=set)
+    spilled: bool = False
+    """Whether rows of this cohort were due to be spilled (written to a part file)."""
 
 
 @dataclass
@@ -91,6 +95,9 @@ class _Batch:
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """(cohort key, segment row) not yet converted to Arrow."""
     parts: list[Path] = field(default_factory=list)
+    spill_due: bool = False
+    """`spill_rows` rows have been buffered: the part file is written when the next one comes
+    (never if the input ends first: the rows go straight to their segments)."""
     seen: set[str] = field(default_factory=set)
     known: dict[str, set[str]] = field(default_factory=dict)
     segments_by_cohort: dict[str, list[str]] = field(default_factory=dict)
@@ -213,12 +220,18 @@ def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
     if cohort is None:
         cohort = batch.cohorts[cohort_key] = _Cohort(cohort_key)
     cohort.task_ids.add(record["task_id"])
+    if batch.spill_due:
+        _spill(batch)
     batch.pending.append((cohort_key, to_row(record, attempt_id, cohort_key)))
     if len(batch.pending) >= _ARROW_ROWS:
         _to_arrow(batch)
     batch.buffered += 1
     if batch.buffered >= batch.spill_rows:
-        _spill(batch)
+        _to_arrow(batch)
+        for held in batch.cohorts.values():
+            held.spilled = held.spilled or bool(held.tables)
+        batch.buffered = 0
+        batch.spill_due = True
 
 
 def _to_arrow(batch: _Batch) -> None:
@@ -242,7 +255,6 @@ def _to_arrow(batch: _Batch) -> None:
 
 def _spill(batch: _Batch) -> None:
     """Write every cohort's rows since the last spill to one part file, a row group each."""
-    _to_arrow(batch)
     part = batch.area / f"part-{len(batch.parts)}.parquet"
     writer: pq.ParquetWriter | None = None
     group = 0
@@ -261,7 +273,7 @@ def _spill(batch: _Batch) -> None:
         if writer is not None:
             writer.close()
     batch.parts.append(part)
-    batch.buffered = 0
+    batch.spill_due = False
     checkpoint("after-spill")
 
 
@@ -273,7 +285,18 @@ def _cohort_table(batch: _Batch, cohort: _Cohort, files: dict[int, pq.ParquetFil
         tables.append(files[index].read_row_group(group))
     tables.extend(cohort.tables)
     cohort.tables = []
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if cohort.spilled and not cohort.parts:
+        table = table.cast(_spilled_schema())  # as if read back from the part file
+    return table
+
+
+@cache
+def _spilled_schema() -> pa.Schema:
+    """The segment schema as a Parquet round trip gives it (map entries named by column)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(ATTEMPT_SCHEMA.empty_table(), sink)
+    return pq.read_schema(pa.BufferReader(sink.getvalue()))
 
 
 def _write_segments(batch: _Batch) -> list[dict[str, Any]]:
