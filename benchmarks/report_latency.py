@@ -13,10 +13,11 @@ times, in fresh processes, interleaved round by round:
   observed system: attempts, valid, resolved, class counts, runtime mean / median / p95,
   cost and tokens; then per experiment) over that task's Parquet segments, named directly.
 
-Prints min and median wall-clock and CPU seconds and the ratios, like `startup.py`. When
-pandas is installed (statsmodels, a test dependency, pulls it in), pyarrow imports it on the
-first conversion of Python values to Arrow; `--hide-pandas` also times the report with
-pandas hidden, as in an installation without the test extra.
+Prints min and median wall-clock and CPU seconds and the ratios, like `startup.py`, with
+bytecode cached as an installed package has it (`--no-bytecode-cache`: compiled on every
+run; see `startup.py`). When pandas is installed (statsmodels, a test dependency, pulls it
+in), pyarrow imports it on the first conversion of Python values to Arrow; `--hide-pandas`
+also times the report with pandas hidden, as in an installation without the test extra.
 """
 
 from __future__ import annotations
@@ -122,7 +123,12 @@ def task_segments(root: Path, task: str) -> list[str]:
 
 
 def run(
-    attempts: int, tasks: int, rounds: int, hide_pandas: bool = False, warmup: bool = True
+    attempts: int,
+    tasks: int,
+    rounds: int,
+    hide_pandas: bool = False,
+    warmup: bool = True,
+    bytecode: bool = True,
 ) -> dict[str, startup.Timing]:
     """Build the registry, time the report and the reference query; return the timings."""
     work = Path(tempfile.mkdtemp(prefix="registry-bench-"))
@@ -142,7 +148,8 @@ def run(
                 HIDE_PANDAS,
                 *args,
             ]
-        return startup.interleave(commands, rounds, warmup)
+        with startup.child_env(bytecode) as env:
+            return startup.interleave(commands, rounds, warmup, env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -154,12 +161,14 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--hide-pandas", action="store_true")
+    parser.add_argument("--no-bytecode-cache", action="store_true")
     args = parser.parse_args()
-    timings = run(args.attempts, args.tasks, args.rounds, args.hide_pandas)
+    bytecode = not args.no_bytecode_cache
+    timings = run(args.attempts, args.tasks, args.rounds, args.hide_pandas, bytecode=bytecode)
     per_task = args.attempts // args.tasks
     print(
         f"report --task: {args.attempts} attempts, {args.tasks} tasks ({per_task} attempts "
-        f"per task), {args.rounds} interleaved rounds"
+        f"per task), {args.rounds} interleaved rounds, {startup.bytecode_note(bytecode)}"
     )
     for line in startup.describe(timings, REFERENCE):
         print(line)
