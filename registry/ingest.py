@@ -14,9 +14,13 @@ byte-identical to those of earlier versions for the same input and `spill_rows`.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing as mp
+import os
+import threading
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -32,6 +36,7 @@ from registry.evidence.keys import derive_keys, record_json
 from registry.evidence.retract import retracted_ids
 from registry.importers import ImportContext, parse_envelope
 from registry.importers.sources import (
+    NATIVE_FORMATS,
     ProgressFn,
     Source,
     complete_envelope,
@@ -152,9 +157,13 @@ def ingest(
                 store, lambda key: batch.segments_by_cohort.get(key, []), entries
             )
             batch.retracted = set(retracted_ids(entries))
-            for source in sources:
-                for location, payload in iter_payloads(source, tick):
-                    _add(batch, source, location, payload)
+            with _checker_pool(sources, context) as pool:
+                for source in sources:
+                    if pool is not None and source.format in NATIVE_FORMATS:
+                        _feed_parallel(batch, pool, source, tick)
+                        continue
+                    for location, payload in iter_payloads(source, tick):
+                        _add(batch, source, location, payload)
             batch.admission.check_regrades()
             segments = _write_segments(batch)
             checkpoint("after-temp-segments")
@@ -200,19 +209,41 @@ def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
     )
     cohort_key, identity, attempt_id = derive_keys(record)
     if identity is not None and identity != record["terminal_identity"]:
-        raise InvalidRecordError(
-            source.label,
-            location,
-            "terminal_identity",
-            f"does not match the record; the digest of its cohort_key, envelope, experiment_id,"
-            f" repeat_index, task_id and terminal_class is {identity}",
-        )
+        raise _identity_mismatch(source.label, location, identity)
+    if not _admit(batch, source, location, record, attempt_id, cohort_key):
+        return
+    _before_row(batch)
+    batch.pending.append((cohort_key, to_row(record, attempt_id, cohort_key)))
+    if len(batch.pending) >= _ARROW_ROWS:
+        _to_arrow(batch)
+    _after_row(batch)
+
+
+def _identity_mismatch(label: str, location: str, identity: str) -> InvalidRecordError:
+    return InvalidRecordError(
+        label,
+        location,
+        "terminal_identity",
+        f"does not match the record; the digest of its cohort_key, envelope, experiment_id,"
+        f" repeat_index, task_id and terminal_class is {identity}",
+    )
+
+
+def _admit(
+    batch: _Batch,
+    source: Source,
+    location: str,
+    record: dict[str, Any],
+    attempt_id: str,
+    cohort_key: str,
+) -> bool:
+    """Count a valid record; True if it is new (admitted), False if already present."""
     batch.read += 1
     if attempt_id in batch.seen or attempt_id in _known_ids(batch, cohort_key):
         batch.present += 1
         if attempt_id in batch.retracted:
             batch.resurrections += 1
-        return
+        return False
     assert batch.admission is not None
     batch.admission.admit(source.label, location, record, attempt_id, cohort_key)
     batch.seen.add(attempt_id)
@@ -220,18 +251,174 @@ def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
     if cohort is None:
         cohort = batch.cohorts[cohort_key] = _Cohort(cohort_key)
     cohort.task_ids.add(record["task_id"])
+    return True
+
+
+def _before_row(batch: _Batch) -> None:
+    """Write the part file of a spill that is due, now that another row follows it."""
     if batch.spill_due:
         _spill(batch)
-    batch.pending.append((cohort_key, to_row(record, attempt_id, cohort_key)))
-    if len(batch.pending) >= _ARROW_ROWS:
-        _to_arrow(batch)
+
+
+def _after_row(batch: _Batch) -> bool:
+    """Count a buffered row; True when it completes a spill (its rows must be in Arrow)."""
     batch.buffered += 1
-    if batch.buffered >= batch.spill_rows:
-        _to_arrow(batch)
-        for held in batch.cohorts.values():
-            held.spilled = held.spilled or bool(held.tables)
-        batch.buffered = 0
-        batch.spill_due = True
+    if batch.buffered < batch.spill_rows:
+        return False
+    _to_arrow(batch)
+    for held in batch.cohorts.values():
+        held.spilled = held.spilled or bool(held.tables)
+    batch.buffered = 0
+    batch.spill_due = True
+    return True
+
+
+# --- validation in worker processes ---------------------------------------------------------
+#
+# Validation, canonical JSON and digests are pure functions of a record: for large native
+# inputs, worker processes run them on chunks of records (and build the chunk's Arrow rows),
+# while this process reads, deduplicates, admits and writes, in input order. A chunk stops at
+# its first invalid record; every error is raised exactly where the sequential path would
+# raise it, so messages and outcomes are the same.
+
+PARALLEL_MIN_BYTES = 4 << 20
+"""Inputs smaller than this (in total) are validated in this process."""
+_CHUNK_RECORDS = 1024
+_WORKERS = 2
+
+
+@contextlib.contextmanager
+def _checker_pool(
+    sources: list[Source], context: ImportContext
+) -> Iterator[ProcessPoolExecutor | None]:
+    """Worker processes for `_check_chunk`, or None where the sequential path must run.
+
+    Only for native formats without `--envelope` (which changes records before their
+    digests), on a machine with more than one core, from a process with no other thread
+    (forking a threaded process can deadlock).
+    """
+    native = sum(s.size for s in sources if s.format in NATIVE_FORMATS and s.path)
+    usable = (
+        native >= PARALLEL_MIN_BYTES
+        and not context.envelope
+        and (os.cpu_count() or 1) > 1
+        and "fork" in mp.get_all_start_methods()
+        and threading.active_count() == 1
+    )
+    if not usable:
+        yield None
+        return
+    pool = ProcessPoolExecutor(_WORKERS, mp_context=mp.get_context("fork"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_Checked = tuple[
+    list[tuple[str, str, str, dict[str, Any]]], pa.Table | None, tuple[Any, ...] | None
+]
+_FACTS = (
+    "experiment_id",
+    "task_id",
+    "repeat_index",
+    "terminal_class",
+    "envelope",
+    "terminal_identity",
+    "derived_from",
+)
+
+
+def _check_chunk(label: str, fmt: str, items: list[tuple[str, bytes]]) -> _Checked:
+    """Validate and digest a chunk of records (in a worker process).
+
+    Returns `(location, attempt_id, cohort_key, facts)` per valid record up to the first
+    invalid one, the Arrow rows of those records, and the first error's arguments or None.
+    The facts are what ingest and admission read of a record.
+    """
+    source = Source(label, None, fmt)
+    checked: list[tuple[str, str, str, dict[str, Any]]] = []
+    rows: list[dict[str, Any]] = []
+    error: tuple[Any, ...] | None = None
+    for location, payload in items:
+        try:
+            record = record_json(validate_payload(source, location, payload))
+            cohort_key, identity, attempt_id = derive_keys(record)
+            if identity is not None and identity != record["terminal_identity"]:
+                raise _identity_mismatch(label, location, identity)
+        except InvalidRecordError as exc:
+            error = (exc.source, exc.location, exc.field, exc.problem)
+            break
+        facts = {name: record[name] for name in _FACTS}
+        facts["inputs"] = {"grader_version": record["inputs"]["grader_version"]}
+        checked.append((location, attempt_id, cohort_key, facts))
+        rows.append(to_row(record, attempt_id, cohort_key))
+    return checked, rows_to_table(rows) if rows else None, error
+
+
+def _feed_parallel(
+    batch: _Batch, pool: ProcessPoolExecutor, source: Source, tick: ProgressFn | None
+) -> None:
+    """Ingest one native source through the worker processes, in input order."""
+    _to_arrow(batch)  # rows of an earlier source read in this process come first
+    window: deque[Future[_Checked]] = deque()
+    chunk: list[tuple[str, bytes]] = []
+    try:
+        for item in iter_payloads(source, tick):
+            chunk.append(item)
+            if len(chunk) >= _CHUNK_RECORDS:
+                window.append(pool.submit(_check_chunk, source.label, source.format, chunk))
+                chunk = []
+                if len(window) > 2 * _WORKERS:
+                    _take(batch, source, window.popleft().result())
+    except Exception:
+        # The input is unreadable past this point: the records before it come first.
+        while window:
+            _take(batch, source, window.popleft().result())
+        if chunk:
+            _take(batch, source, _check_chunk(source.label, source.format, chunk))
+        raise
+    if chunk:
+        window.append(pool.submit(_check_chunk, source.label, source.format, chunk))
+    while window:
+        _take(batch, source, window.popleft().result())
+
+
+def _take(batch: _Batch, source: Source, checked: _Checked) -> None:
+    """Admit a checked chunk's records in order; raise its error where it occurred."""
+    results, table, error = checked
+    kept: list[tuple[str, int]] = []
+    for index, (location, attempt_id, cohort_key, facts) in enumerate(results):
+        record = complete_envelope(source, location, facts)
+        if not _admit(batch, source, location, record, attempt_id, cohort_key):
+            continue
+        _before_row(batch)
+        kept.append((cohort_key, index))
+        if batch.buffered + 1 >= batch.spill_rows:
+            _hand_out(batch, table, kept)
+            kept = []
+        _after_row(batch)
+    _hand_out(batch, table, kept)
+    if error is not None:
+        raise InvalidRecordError(*error)
+
+
+def _hand_out(batch: _Batch, table: pa.Table | None, kept: list[tuple[str, int]]) -> None:
+    """Append the kept rows of a checked chunk to their cohorts, grouped, in order."""
+    if not kept or table is None:
+        return
+    order: dict[str, list[int]] = {}
+    for key, index in kept:
+        indices = order.get(key)
+        if indices is None:
+            order[key] = [index]
+        else:
+            indices.append(index)
+    taken = table.take(pa.array([i for indices in order.values() for i in indices]))
+    offset = 0
+    for key, indices in order.items():
+        batch.cohorts[key].tables.append(taken.slice(offset, len(indices)))
+        offset += len(indices)
 
 
 def _to_arrow(batch: _Batch) -> None:
