@@ -365,11 +365,16 @@ def test_fast_digest_is_digest_file_for_small_and_large_files(tmp_path):
         _digest_file(tmp_path / "absent")
 
 
-def test_local_listing_is_the_store_listing(two_commits, tmp_path):
-    from registry.storage.verify import _local_names
-
+def test_local_listing_names_every_file_at_any_depth(two_commits, tmp_path):
     (two_commits.root / "attempts" / "deep" / "er").mkdir(parents=True)
     (two_commits.root / "attempts" / "deep" / "er" / "stray").write_bytes(b"x")
     (two_commits.root / "attempts" / "empty").mkdir()
 
-    assert _local_names(two_commits.root) == two_commits.names("")
+    expected = sorted(
+        p.relative_to(two_commits.root).as_posix()
+        for p in two_commits.root.rglob("*")
+        if p.is_file()
+    )
+    assert two_commits.names("") == expected
+    assert two_commits.names("attempts") == [n for n in expected if n.startswith("attempts/")]
+    assert two_commits.names("absent") == []

@@ -95,10 +95,28 @@ class LocalBackend:
         return (self.root / relative).is_file()
 
     def list(self, prefix: str) -> list[str]:
-        top = self.root / prefix
-        if not top.is_dir():
-            return []
-        return sorted(p.relative_to(self.root).as_posix() for p in top.rglob("*") if p.is_file())
+        """Every file under `prefix`, root-relative, sorted.
+
+        One `scandir` per directory and no `stat` per file: on a registry of many small
+        segments, listing through `pathlib` costs as much as hashing every byte.
+        """
+        top = os.path.join(self.root, prefix) if prefix else str(self.root)
+        start = f"{prefix.rstrip('/')}/" if prefix else ""
+        names: list[str] = []
+        pending = [(start, top)]
+        while pending:
+            relative, directory = pending.pop()
+            try:
+                entries = os.scandir(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                for entry in entries:
+                    if entry.is_dir():
+                        pending.append((f"{relative}{entry.name}/", entry.path))
+                    elif entry.is_file():
+                        names.append(relative + entry.name)
+        return sorted(names)
 
     def local_path(self, relative: str) -> Path | None:
         return self.root / relative

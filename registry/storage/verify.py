@@ -572,24 +572,4 @@ def _listed(task_ids: list[str]) -> str:
 
 def _unreferenced(store: Store, referenced: set[str]) -> list[str]:
     """Every object under the root that no commit names (nor is a checked checkpoint)."""
-    names = _local_names(store.root) if store.is_local else store.names("")
-    return [relative for relative in names if relative not in referenced]
-
-
-def _local_names(root: Path) -> list[str]:
-    """`store.names("")` of a local root (every file at any depth, root-relative, sorted).
-
-    One `scandir` per directory and no `stat` per file: on a registry of many small
-    segments, listing through `pathlib` costs as much as hashing every byte.
-    """
-    names: list[str] = []
-    pending = [("", str(root))]
-    while pending:
-        prefix, directory = pending.pop()
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.is_dir():
-                    pending.append((f"{prefix}{entry.name}/", entry.path))
-                elif entry.is_file():
-                    names.append(prefix + entry.name)
-    return sorted(names)
+    return [relative for relative in store.names("") if relative not in referenced]
