@@ -1,4 +1,4 @@
-"""What a one-task report reads: each ledger commit once, no pyarrow, the same evidence.
+"""What a one-task report reads: the ledger once, no pyarrow, the same evidence.
 
 The report's bytes are covered by tests/test_report.py; here, the reads that make it fast
 keep their meaning: an evidence-only connection returns the rows a full one does, a ledger
@@ -87,13 +87,14 @@ def _count_reads(monkeypatch) -> list[str]:
     return reads
 
 
-def test_a_recorded_report_reads_each_commit_once(loaded_root, monkeypatch):
+def test_a_recorded_report_reads_the_ledger_once(loaded_root, monkeypatch):
     store = registry.open_store(loaded_root)
     reads = _count_reads(monkeypatch)
     built, version, created = report_module.record_report(store, TASK)
     assert created and version.commit_seq == 2
-    # commit 1 read once for the evidence and the layer lookup; commit 2 read back once written
-    assert reads == [ledger.commit_name(1), ledger.commit_name(2)]
+    # the ledger is read once (evidence and layer lookup); appending reads the head it chains
+    # to (its digest, its Merkle tree) and the commit it wrote
+    assert reads == [ledger.commit_name(s) for s in (1, 1, 1, 2)]
 
     reads.clear()
     again, same, created = report_module.record_report(store, TASK)

@@ -60,7 +60,7 @@ def store_layer(
         store.put_bytes(data, path, area)
 
     def recorded() -> ledger.LedgerEntry | None:
-        entries = None if snapshot is None else snapshot.entries  # `append` just refreshed it
+        entries = None if snapshot is None else snapshot.refresh()  # only the new commits
         versions = list_layers(store, kind, entries=entries)
         seqs = [v.commit_seq for v in versions if v.digest == digest]
         if not seqs:
@@ -68,9 +68,7 @@ def store_layer(
         return ledger.entry_at(store, seqs[0]) if entries is None else entries[seqs[0] - 1]
 
     layer = {"kind": kind, "subject": subject, "path": path, "digest": digest}
-    entry, created = ledger.append(
-        store, {"kind": "layer", "layer": layer}, already=recorded, snapshot=snapshot
-    )
+    entry, created = ledger.append(store, {"kind": "layer", "layer": layer}, already=recorded)
     return _version(entry), created
 
 

@@ -131,9 +131,9 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
 class LedgerSnapshot:
     """The ledger as one command read it, extended (never re-read) as commits are added.
 
-    A command that reads the ledger and then records something (a report read, then its
-    layer stored) reads every commit once: `refresh` lists the ledger and reads only the
-    commits after the known head, checked as `read_ledger` checks them (sequence, `prev`
+    A command that reads the ledger and then records something (a report read, then the
+    lookup of its layer) reads the ledger once: `refresh` lists the ledger and reads only
+    the commits after the known head, checked as `read_ledger` checks them (sequence, `prev`
     chain, path forms, no segment named twice). A ledger that no longer starts with the
     known commits is read again in full.
     """
@@ -348,13 +348,7 @@ def now_utc() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def try_append(
-    store: Store,
-    seq: int,
-    prev: str | None,
-    fields: dict[str, Any],
-    before: LedgerEntry | None = None,
-) -> str | None:
+def try_append(store: Store, seq: int, prev: str | None, fields: dict[str, Any]) -> str | None:
     """Publish commit `seq` chained to `prev` if that number is free; return its digest.
 
     The commit records the attempt-id Merkle tree after it (`merkle_size`, `merkle_root`,
@@ -363,11 +357,10 @@ def try_append(
     `checkpoints.INTERVAL`, a checkpoint covering it is written afterwards (create if absent;
     a checkpoint the file system refuses is left for a later writer or `registry checkpoint`).
     Returns None when another writer already holds `seq` (the caller re-reads and retries).
-    `before`, if given, is commit `seq - 1` as already read (not read again).
     """
     from registry.storage import checkpoints
 
-    tree = merkle_fields(store, seq, prev, fields, before)
+    tree = merkle_fields(store, seq, prev, fields)
     commit = Commit.model_validate(
         {"seq": seq, "prev": prev, "created_at": now_utc(), **fields, **tree}, strict=False
     )
@@ -382,17 +375,12 @@ def try_append(
 
 
 def merkle_fields(
-    store: Store,
-    seq: int,
-    prev: str | None,
-    fields: dict[str, Any],
-    before: LedgerEntry | None = None,
+    store: Store, seq: int, prev: str | None, fields: dict[str, Any]
 ) -> dict[str, Any]:
     """Return the Merkle fields of commit `seq` whose predecessor has digest `prev`.
 
     Empty (the commit records no tree) when a segment the tree needs is missing, unreadable
     or not at a well-formed path: the ledger is damaged and `registry verify` names it.
-    `before`, if given, is commit `seq - 1` as already read.
     """
     from registry.storage import merkle
 
@@ -400,8 +388,7 @@ def merkle_fields(
     size = 0
     try:
         if seq > 1:
-            if before is None or before.seq != seq - 1:
-                before = entry_at(store, seq - 1)
+            before = entry_at(store, seq - 1)
             commit = before.commit
             if before.digest == prev and commit.merkle_frontier is not None:
                 frontier = [merkle.from_digest(h) for h in commit.merkle_frontier]
@@ -437,27 +424,21 @@ def append(
     store: Store,
     fields: dict[str, Any],
     already: Callable[[], LedgerEntry | None] | None = None,
-    snapshot: LedgerSnapshot | None = None,
 ) -> tuple[LedgerEntry, bool]:
     """Append a commit with `fields` at the next free sequence number, retrying races.
 
     `already`, if given, is asked before every attempt whether an equivalent commit now
     exists (another writer may have just made it); if so that one is returned instead.
-    With a `snapshot` of the ledger (which `already` may refresh too), the head's digest
-    and the previous commit's tree are taken from it instead of being read again.
     Returns the commit and whether this call wrote it.
 
     Raises:
         LedgerConflictError: the race was lost `MAX_ATTEMPTS` times in a row.
-        IntegrityError: with a snapshot, the ledger is not intact (see `read_ledger`).
     """
     for _ in range(MAX_ATTEMPTS):
-        seq = head_seq(store) if snapshot is None else len(snapshot.refresh())
+        seq = head_seq(store)
         if already is not None and (existing := already()) is not None:
             return existing, False
-        before = snapshot.entries[seq - 1] if snapshot is not None and seq else None
-        prev = before.digest if before is not None else digest_at(store, seq)
-        if try_append(store, seq + 1, prev, fields, before) is not None:
+        if try_append(store, seq + 1, digest_at(store, seq), fields) is not None:
             return entry_at(store, seq + 1), True
         backoff()
     raise LedgerConflictError(f"could not append to the ledger after {MAX_ATTEMPTS} attempts")
