@@ -49,6 +49,7 @@ from registry.storage.digest import digest_file
 from registry.storage.store import MARKER, Store, is_url, open_store, remove_empty_store
 from registry.storage.tables import (
     ATTEMPT_SCHEMA,
+    MAP_FIELDS,
     WRITE_OPTIONS,
     read_segment,
     rows_to_table,
@@ -98,6 +99,11 @@ class _Batch:
     spill_rows: int
     cohorts: dict[str, _Cohort] = field(default_factory=dict)
     pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    checked: list[pa.Table] = field(default_factory=list)
+    """Arrow rows of checked chunks (from worker processes) not yet handed to cohorts."""
+    checked_rows: int = 0
+    kept: list[tuple[str, int]] = field(default_factory=list)
+    """(cohort key, row of the concatenated `checked` tables) of each admitted row."""
     """(cohort key, segment row) not yet converted to Arrow."""
     parts: list[Path] = field(default_factory=list)
     spill_due: bool = False
@@ -387,28 +393,47 @@ def _feed_parallel(
 def _take(batch: _Batch, source: Source, checked: _Checked) -> None:
     """Admit a checked chunk's records in order; raise its error where it occurred."""
     results, table, error = checked
-    kept: list[tuple[str, int]] = []
+    if not batch.kept:  # nothing of the held chunks was new: drop them
+        batch.checked, batch.checked_rows = [], 0
+    base = batch.checked_rows
+    if table is not None:
+        batch.checked.append(table)
+        batch.checked_rows += len(table)
     for index, (location, attempt_id, cohort_key, facts) in enumerate(results):
         record = complete_envelope(source, location, facts)
         if not _admit(batch, source, location, record, attempt_id, cohort_key):
             continue
         _before_row(batch)
-        kept.append((cohort_key, index))
-        if batch.buffered + 1 >= batch.spill_rows:
-            _hand_out(batch, table, kept)
-            kept = []
-        _after_row(batch)
-    _hand_out(batch, table, kept)
+        batch.kept.append((cohort_key, base + index))
+        if _after_row(batch) and table is not None:  # handed out: the rest of the chunk stays
+            batch.checked, batch.checked_rows, base = [table], len(table), 0
+    if len(batch.kept) >= _ARROW_ROWS:
+        _to_arrow(batch)
     if error is not None:
         raise InvalidRecordError(*error)
 
 
-def _hand_out(batch: _Batch, table: pa.Table | None, kept: list[tuple[str, int]]) -> None:
-    """Append the kept rows of a checked chunk to their cohorts, grouped, in order."""
-    if not kept or table is None:
+def _to_arrow(batch: _Batch) -> None:
+    """Hand each cohort its pending rows as one Arrow slice: checked rows, then Python rows.
+
+    The two kinds never interleave: a source is read either here or through the workers,
+    and each flushes the other's rows before it starts.
+    """
+    if batch.kept:
+        _group(batch, pa.concat_tables(batch.checked), batch.kept)
+    batch.checked, batch.checked_rows, batch.kept = [], 0, []
+    if not batch.pending:
         return
+    rows = [(key, index) for index, (key, _) in enumerate(batch.pending)]
+    table = rows_to_table([row for _, row in batch.pending])
+    batch.pending = []
+    _group(batch, table, rows)
+
+
+def _group(batch: _Batch, table: pa.Table, rows: list[tuple[str, int]]) -> None:
+    """Append rows of `table` to their cohorts, in order: one `take`, then a slice each."""
     order: dict[str, list[int]] = {}
-    for key, index in kept:
+    for key, index in rows:
         indices = order.get(key)
         if indices is None:
             order[key] = [index]
@@ -421,25 +446,6 @@ def _hand_out(batch: _Batch, table: pa.Table | None, kept: list[tuple[str, int]]
         offset += len(indices)
 
 
-def _to_arrow(batch: _Batch) -> None:
-    """Convert the pending rows to one Arrow table and hand each cohort its slice."""
-    if not batch.pending:
-        return
-    order: dict[str, list[dict[str, Any]]] = {}
-    for key, row in batch.pending:
-        rows = order.get(key)
-        if rows is None:
-            order[key] = [row]
-        else:
-            rows.append(row)
-    batch.pending = []
-    table = rows_to_table([row for rows in order.values() for row in rows])
-    offset = 0
-    for key, rows in order.items():
-        batch.cohorts[key].tables.append(table.slice(offset, len(rows)))
-        offset += len(rows)
-
-
 def _spill(batch: _Batch) -> None:
     """Write every cohort's rows since the last spill to one part file, a row group each."""
     part = batch.area / f"part-{len(batch.parts)}.parquet"
@@ -449,7 +455,7 @@ def _spill(batch: _Batch) -> None:
         for cohort in batch.cohorts.values():
             if not cohort.tables:
                 continue
-            table = pa.concat_tables(cohort.tables)
+            table = pa.concat_tables(cohort.tables).combine_chunks()
             if writer is None:
                 writer = pq.ParquetWriter(part, table.schema, **WRITE_OPTIONS)
             writer.write_table(table, row_group_size=max(len(table), 1))
@@ -472,9 +478,12 @@ def _cohort_table(batch: _Batch, cohort: _Cohort, files: dict[int, pq.ParquetFil
         tables.append(files[index].read_row_group(group))
     tables.extend(cohort.tables)
     cohort.tables = []
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    if cohort.spilled and not cohort.parts:
-        table = table.cast(_spilled_schema())  # as if read back from the part file
+    table = pa.concat_tables(tables).combine_chunks() if len(tables) > 1 else tables[0]
+    if cohort.spilled and not cohort.parts:  # as if read back from the part file
+        for name in MAP_FIELDS:
+            index = table.schema.get_field_index(name)
+            target = _spilled_schema().field(name)
+            table = table.set_column(index, target, table.column(name).cast(target.type))
     return table
 
 
