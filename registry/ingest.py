@@ -1,9 +1,11 @@
 """`registry ingest`: harness output in, immutable Parquet segments and one commit out.
 
 All or nothing: every record of every input is validated before anything becomes visible.
-Rows wait in memory as Arrow (converted from Python every `_ARROW_ROWS` rows; written to a
-part file in the writer's temp area, one row group per cohort, every `spill_rows` rows), one
-segment per cohort is written to the temp area, segments are published create-if-absent,
+Large native inputs are validated and digested by two worker processes, chunk by chunk,
+while this process reads, deduplicates and admits the records in input order (see
+`_feed_parallel`). Rows wait in memory as Arrow (converted every `_ARROW_ROWS` rows; written
+to a part file in the writer's temp area, one row group per cohort, every `spill_rows` rows),
+one segment per cohort is written to the temp area, segments are published create-if-absent,
 and only then is the commit that names them appended. A failure at any point leaves at most
 the temp area, which is removed.
 
