@@ -379,10 +379,14 @@ def _open_object_store(url: str, create: bool) -> Store:
                 f"no registry at {backend.location}; ingest attempts first or pass --root / "
                 "REGISTRY_ROOT"
             )
-        if backend.list("")[:1] and not any(
-            name.split("/")[0] in _LAYOUT | _OBJECT_DIRS for name in backend.list("")
-        ):
-            raise RegistryRootError(f"{backend.location} holds objects that are not a registry")
+        # As on a directory: another writer's objects without the marker yet are expected;
+        # anything else means the prefix holds something that is not a registry.
+        foreign = [n for n in backend.list("") if n.split("/")[0] not in _LAYOUT | _OBJECT_DIRS]
+        if foreign:
+            raise RegistryRootError(
+                f"{backend.location} holds objects that are not a registry ({foreign[0]}); "
+                "choose an empty prefix"
+            )
         with store.temp_area() as area:
             store.put_bytes(f"{FORMAT}\n".encode(), MARKER, area)
     return store

@@ -109,3 +109,19 @@ def test_endpoint_option_names_the_server(s3_prefix, monkeypatch, tmp_path):
     result = CliRunner().invoke(app, ["--endpoint", s3_prefix.endpoint, *query])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == [{"n": 0}]
+
+
+def test_a_prefix_holding_other_objects_is_not_made_a_registry(s3_prefix, monkeypatch, tmp_path):
+    import obstore
+
+    for key, value in s3_prefix.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("REGISTRY_CACHE", str(tmp_path / "cache"))
+    obstore.put(s3_prefix.store(), "data/report.csv", b"a,b\n")
+    with pytest.raises(registry.RegistryRootError) as raised:
+        registry.open_store(s3_prefix.url, create=True)
+    assert str(raised.value) == (
+        f"{s3_prefix.url} holds objects that are not a registry (data/report.csv); "
+        "choose an empty prefix"
+    )
+    assert [m["path"] for b in obstore.list(s3_prefix.store()) for m in b] == ["data/report.csv"]
