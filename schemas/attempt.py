@@ -11,13 +11,14 @@ from typing import Annotated, Any, Final
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
     model_validator,
 )
+
+from ._base import SchemaModel
 
 ATTEMPT_SCHEMA: Final = "registry.attempt/1"
 COHORT_SCHEME = "registry.cohort/1"
@@ -139,16 +140,10 @@ Timestamp = Annotated[
 ]
 Budget = Annotated[str | dict[str, Any], AfterValidator(_check_json_value)]
 
-_STRICT = ConfigDict(
-    extra="forbid",
-    strict=True,
-    allow_inf_nan=False,
-    frozen=True,
-    use_attribute_docstrings=True,
-)
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
 
-class CohortInputs(BaseModel):
+class CohortInputs(SchemaModel):
     """Cohort inputs 2–11.
 
     With `task_id` they form the cohort key: only attempts whose eleven inputs are identical
@@ -179,7 +174,7 @@ class CohortInputs(BaseModel):
     """Runner image / environment."""
 
 
-class Envelope(BaseModel):
+class Envelope(SchemaModel):
     """The observed execution identity: what actually ran, which may differ from the plan."""
 
     model_config = _STRICT
@@ -196,7 +191,7 @@ class Envelope(BaseModel):
     """Harness version as observed."""
 
 
-class AttemptRecord(BaseModel):
+class AttemptRecord(SchemaModel):
     """`registry.attempt/1`: one isolated run of one agent system on one task."""
 
     model_config = _STRICT

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from ._base import SchemaModel
 from .report import Generator, Rate
 
 COMPARISON_SCHEMA: Final = "registry.comparison/1"
-_CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
-class ArmCounts(BaseModel):
+class ArmCounts(SchemaModel):
     """Attempt counts of one arm on one paired task (or over the whole comparison)."""
 
     model_config = _CONFIG
@@ -23,7 +24,7 @@ class ArmCounts(BaseModel):
     resolved: int
 
 
-class ArmSummary(BaseModel):
+class ArmSummary(SchemaModel):
     """What an arm selected, over the tasks present in both arms."""
 
     model_config = _CONFIG
@@ -40,7 +41,7 @@ class ArmSummary(BaseModel):
     """Experiments the arm's attempts came from."""
 
 
-class PairedTask(BaseModel):
+class PairedTask(SchemaModel):
     """One task rated by both arms."""
 
     model_config = _CONFIG
@@ -56,7 +57,7 @@ class PairedTask(BaseModel):
     """rate_candidate − rate_baseline."""
 
 
-class DroppedTask(BaseModel):
+class DroppedTask(SchemaModel):
     """A task that could not be paired, and why."""
 
     model_config = _CONFIG
@@ -67,7 +68,7 @@ class DroppedTask(BaseModel):
     """For a refused pairing: the cohort inputs that differ besides the varied one."""
 
 
-class ExactTest(BaseModel):
+class ExactTest(SchemaModel):
     """An exact binomial test with its Holm-adjusted p-value within this comparison set."""
 
     model_config = _CONFIG
@@ -84,7 +85,7 @@ class ExactTest(BaseModel):
     """Holm–Bonferroni adjusted over the comparisons shown together."""
 
 
-class Verdict(BaseModel):
+class Verdict(SchemaModel):
     """The decision-table outcome, never a bare point estimate."""
 
     model_config = _CONFIG
@@ -106,7 +107,7 @@ class Verdict(BaseModel):
     interval that excludes zero under a "no detectable difference" verdict)."""
 
 
-class CandidateComparison(BaseModel):
+class CandidateComparison(SchemaModel):
     """Baseline vs one candidate."""
 
     model_config = _CONFIG
@@ -153,7 +154,7 @@ class CandidateComparison(BaseModel):
     """Why the plan's decision rule gives that decision."""
 
 
-class ComparisonSnapshot(BaseModel):
+class ComparisonSnapshot(SchemaModel):
     """The evidence a comparison covers."""
 
     model_config = _CONFIG
@@ -163,7 +164,7 @@ class ComparisonSnapshot(BaseModel):
     last_commit_seq: int
 
 
-class Comparison(BaseModel):
+class Comparison(SchemaModel):
     """`registry.comparison/1`."""
 
     model_config = _CONFIG

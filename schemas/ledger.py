@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from ._base import SchemaModel
 from .attempt import DIGEST_PATTERN
 from .plan import PlanEntry
 
 COMMIT_SCHEMA: Final = "registry.commit/1"
 CHECKPOINT_SCHEMA: Final = "registry.checkpoint/1"
 
-_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 Digest = Annotated[str, Field(pattern=DIGEST_PATTERN)]
 
 
-class SegmentEntry(BaseModel):
+class SegmentEntry(SchemaModel):
     """One immutable Parquet segment a commit makes visible."""
 
     model_config = _STRICT
@@ -33,7 +34,7 @@ class SegmentEntry(BaseModel):
     """Task ids the segment holds, sorted."""
 
 
-class SourceEntry(BaseModel):
+class SourceEntry(SchemaModel):
     """One input the commit was ingested from."""
 
     model_config = _STRICT
@@ -46,7 +47,7 @@ class SourceEntry(BaseModel):
     """Records read from it."""
 
 
-class LayerEntry(BaseModel):
+class LayerEntry(SchemaModel):
     """A derived layer (a report, a comparison) a commit records."""
 
     model_config = _STRICT
@@ -61,7 +62,7 @@ class LayerEntry(BaseModel):
     """blake3 of the layer's canonical JSON bytes."""
 
 
-class RetractionEntry(BaseModel):
+class RetractionEntry(SchemaModel):
     """Attempts a `retraction` commit withdraws from every view; their bytes stay."""
 
     model_config = _STRICT
@@ -86,7 +87,7 @@ class PackedSegment(SegmentEntry):
     """Paths of the segments (of this cohort) it replaces for readers; their files stay."""
 
 
-class PackEntry(BaseModel):
+class PackEntry(SchemaModel):
     """What a `pack` commit merged."""
 
     model_config = _STRICT
@@ -95,7 +96,7 @@ class PackEntry(BaseModel):
     """One merged segment per cohort packed, sorted by cohort key."""
 
 
-class Commit(BaseModel):
+class Commit(SchemaModel):
     """A ledger entry: sequence-numbered, hash-chained to its predecessor."""
 
     model_config = _STRICT
@@ -139,7 +140,7 @@ class Commit(BaseModel):
     extends the tree from without reading earlier segments."""
 
 
-class Checkpoint(BaseModel):
+class Checkpoint(SchemaModel):
     """`registry.checkpoint/1`: the ledger up to a commit, in one derived object.
 
     Stored at `checkpoints/<seq:012d>-<digest hex>.json`, named by the blake3 of its bytes.

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from ._base import SchemaModel
 from .attempt import CONFIGURATION_INPUTS, DIGEST_PATTERN
 
 PLAN_SCHEMA: Final = "registry.plan/1"
@@ -22,8 +23,8 @@ VERDICT_TABLE: Final = "registry.compare/2"
 HELD_FIXED_INPUTS = CONFIGURATION_INPUTS
 """Cohort inputs a plan may hold fixed across its arms (the task's own inputs vary by task)."""
 
-_CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 Digest = Annotated[str, Field(pattern=DIGEST_PATTERN)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
@@ -37,7 +38,7 @@ VerdictCode = Literal[
 ]
 
 
-class PlanArms(BaseModel):
+class PlanArms(SchemaModel):
     """The arms, as `registry compare` selectors naming a system."""
 
     model_config = _CONFIG
@@ -48,7 +49,7 @@ class PlanArms(BaseModel):
     """Candidate selectors (Holm-adjusted together)."""
 
 
-class PrimaryMetric(BaseModel):
+class PrimaryMetric(SchemaModel):
     """What the plan measures per task."""
 
     model_config = _CONFIG
@@ -67,7 +68,7 @@ class PrimaryMetric(BaseModel):
         return self
 
 
-class Threshold(BaseModel):
+class Threshold(SchemaModel):
     """The reliability bar the primary metric must clear, and the category it belongs to."""
 
     model_config = _CONFIG
@@ -78,7 +79,7 @@ class Threshold(BaseModel):
     """What the bar is for, e.g. `release gate` or `internal tooling`."""
 
 
-class Budget(BaseModel):
+class Budget(SchemaModel):
     """Limits per attempt (null: no limit). An attempt above a limit falls outside the plan."""
 
     model_config = _CONFIG
@@ -91,7 +92,7 @@ class Budget(BaseModel):
     """Input plus output tokens per attempt."""
 
 
-class TimeoutPolicy(BaseModel):
+class TimeoutPolicy(SchemaModel):
     """How a timeout counts: the model's failure (default) or excused (dropped as invalid)."""
 
     model_config = _CONFIG
@@ -115,7 +116,7 @@ def _reject_default() -> list[VerdictCode]:
     return ["behind"]
 
 
-class DecisionRule(BaseModel):
+class DecisionRule(SchemaModel):
     """How a comparison's verdict becomes a decision."""
 
     model_config = _CONFIG
@@ -135,7 +136,7 @@ class DecisionRule(BaseModel):
         return self
 
 
-class StopRule(BaseModel):
+class StopRule(SchemaModel):
     """When the plan stops: how many looks it allows and what ends it."""
 
     model_config = _CONFIG
@@ -146,7 +147,7 @@ class StopRule(BaseModel):
     """The rule in words, e.g. `stop after the planned attempts; no early stopping`."""
 
 
-class Plan(BaseModel):
+class Plan(SchemaModel):
     """`registry.plan/1`: an experiment spec, frozen before its first comparison."""
 
     model_config = _CONFIG
@@ -206,12 +207,10 @@ class Plan(BaseModel):
         return list(self.splits[name]) if name is not None else list(self.tasks)
 
 
-class PlanEntry(BaseModel):
+class PlanEntry(SchemaModel):
     """A frozen plan a `plan` commit records."""
 
-    model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
-    )
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     digest: Digest
     """blake3 of the plan's canonical JSON bytes (the `plan_id` its attempts carry)."""

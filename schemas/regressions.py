@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from ._base import SchemaModel
 from .report import Rate
 
 REGRESSIONS_SCHEMA: Final = "registry.regressions/1"
-_CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 Direction = Literal["down", "up", "steady"]
 
 
-class SampleCounts(BaseModel):
+class SampleCounts(SchemaModel):
     """One sample (task × cohort × observed system) as a regression check sees it."""
 
     model_config = _CONFIG
@@ -48,7 +49,7 @@ class SampleCounts(BaseModel):
     """The sample's cohort inputs."""
 
 
-class Change(BaseModel):
+class Change(SchemaModel):
     """One field that differs between the older and the newer sample."""
 
     model_config = _CONFIG
@@ -63,7 +64,7 @@ class Change(BaseModel):
     """Value in the newer sample."""
 
 
-class TaskRegression(BaseModel):
+class TaskRegression(SchemaModel):
     """A task whose tracked system has two samples to compare."""
 
     model_config = _CONFIG
@@ -88,7 +89,7 @@ class TaskRegression(BaseModel):
     `up` symmetrically; otherwise `steady`."""
 
 
-class NotExamined(BaseModel):
+class NotExamined(SchemaModel):
     """A task (of a track) that could not be compared, and why."""
 
     model_config = _CONFIG
@@ -100,7 +101,7 @@ class NotExamined(BaseModel):
     reason: str
 
 
-class RegressionCounts(BaseModel):
+class RegressionCounts(SchemaModel):
     """How many task comparisons went each way."""
 
     model_config = _CONFIG
@@ -111,7 +112,7 @@ class RegressionCounts(BaseModel):
     not_examined: int
 
 
-class RegressionReport(BaseModel):
+class RegressionReport(SchemaModel):
     """`registry.regressions/1`."""
 
     model_config = _CONFIG

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from ._base import SchemaModel
 
 REPORT_SCHEMA: Final = "registry.report/1"
 
-_CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
-class Rate(BaseModel):
+class Rate(SchemaModel):
     """A proportion with its Wilson 95% interval; all null when the denominator is zero."""
 
     model_config = _CONFIG
@@ -24,7 +26,7 @@ class Rate(BaseModel):
     """Upper bound of the Wilson 95% score interval."""
 
 
-class RuntimeStats(BaseModel):
+class RuntimeStats(SchemaModel):
     """Runtime over retained attempts (invalid ones included) whose runtime is known.
 
     Unavailable runtimes are counted, never treated as zero; every figure is null when none
@@ -45,7 +47,7 @@ class RuntimeStats(BaseModel):
     """Attempts whose runtime is unavailable (null)."""
 
 
-class CostStats(BaseModel):
+class CostStats(SchemaModel):
     """Cost over attempts whose cost is known; unavailable costs are counted, never zero."""
 
     model_config = _CONFIG
@@ -60,7 +62,7 @@ class CostStats(BaseModel):
     """Attempts whose cost is unavailable (null)."""
 
 
-class TokenStats(BaseModel):
+class TokenStats(SchemaModel):
     """Token counts of one kind over attempts where they are known."""
 
     model_config = _CONFIG
@@ -75,7 +77,7 @@ class TokenStats(BaseModel):
     """Attempts whose count is unavailable (null)."""
 
 
-class CommitRef(BaseModel):
+class CommitRef(SchemaModel):
     """A ledger commit that contributed evidence."""
 
     model_config = _CONFIG
@@ -86,7 +88,7 @@ class CommitRef(BaseModel):
     """Digest of the commit's bytes."""
 
 
-class ExperimentProvenance(BaseModel):
+class ExperimentProvenance(SchemaModel):
     """How much of a system's evidence came from one experiment, and from which commits."""
 
     model_config = _CONFIG
@@ -105,7 +107,7 @@ class ExperimentProvenance(BaseModel):
     """Commits its attempts were ingested in."""
 
 
-class SystemIdentity(BaseModel):
+class SystemIdentity(SchemaModel):
     """An observed system: `provider` is `unobserved` for evidence without terminal identity."""
 
     model_config = _CONFIG
@@ -117,7 +119,7 @@ class SystemIdentity(BaseModel):
     harness_version: str | None
 
 
-class SystemReport(BaseModel):
+class SystemReport(SchemaModel):
     """The numbers of one observed system within one cohort."""
 
     model_config = _CONFIG
@@ -163,7 +165,7 @@ class SystemReport(BaseModel):
     """Per experiment: counts and commits."""
 
 
-class CohortReport(BaseModel):
+class CohortReport(SchemaModel):
     """All systems observed in one cohort (identical eleven inputs)."""
 
     model_config = _CONFIG
@@ -178,7 +180,7 @@ class CohortReport(BaseModel):
     """One entry per observed system."""
 
 
-class Snapshot(BaseModel):
+class Snapshot(SchemaModel):
     """The evidence a report covers."""
 
     model_config = _CONFIG
@@ -191,7 +193,7 @@ class Snapshot(BaseModel):
     """Newest ledger commit that contributed one of them (not the ledger head)."""
 
 
-class Generator(BaseModel):
+class Generator(SchemaModel):
     """What produced the report; a new version may change the bytes for the same evidence."""
 
     model_config = _CONFIG
@@ -200,7 +202,7 @@ class Generator(BaseModel):
     version: str
 
 
-class TaskReport(BaseModel):
+class TaskReport(SchemaModel):
     """`registry.report/1`."""
 
     model_config = _CONFIG

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from ._base import SchemaModel
 from .report import CostStats, Generator, Rate, RuntimeStats
 
 SUMMARY_SCHEMA: Final = "registry.summary/1"
 NOISE_SCHEMA: Final = "registry.noise/1"
-_CONFIG = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
-class PassK(BaseModel):
+class PassK(SchemaModel):
     """Mean over tasks of a per-task estimate, and which tasks could not contribute."""
 
     model_config = _CONFIG
@@ -26,7 +27,7 @@ class PassK(BaseModel):
     """Tasks excluded for having fewer than k valid attempts."""
 
 
-class SystemSummary(BaseModel):
+class SystemSummary(SchemaModel):
     """One observed system under one suite configuration."""
 
     model_config = _CONFIG
@@ -69,7 +70,7 @@ class SystemSummary(BaseModel):
     """Why a value is null."""
 
 
-class Summary(BaseModel):
+class Summary(SchemaModel):
     """`registry.summary/1`."""
 
     model_config = _CONFIG
@@ -82,7 +83,7 @@ class Summary(BaseModel):
     systems: list[SystemSummary]
 
 
-class NoiseFloor(BaseModel):
+class NoiseFloor(SchemaModel):
     """`registry.noise/1`: what two identical evaluations of one system would disagree by."""
 
     model_config = _CONFIG

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import registry
+import registry_schemas as schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("duckdb", "pyarrow", "scipy", "numpy", "statsmodels", "inspect_ai")
@@ -106,26 +107,80 @@ def test_statsmodels_is_a_test_dependency_only():
         assert "statsmodels" not in path.read_text(encoding="utf-8"), path
 
 
-def _init_tree() -> ast.Module:
-    return ast.parse((ROOT / "registry" / "__init__.py").read_text(encoding="utf-8"))
+def _init_tree(package: str = "registry") -> ast.Module:
+    return ast.parse((ROOT / package / "__init__.py").read_text(encoding="utf-8"))
 
 
-def test_every_public_name_is_typed_mapped_and_listed():
+@pytest.mark.parametrize(("folder", "package"), [("registry", registry), ("schemas", schemas)])
+def test_every_public_name_is_typed_mapped_and_listed(folder, package):
     """The TYPE_CHECKING imports, the lazy map and __all__ name the same things."""
-    tree = _init_tree()
+    tree = _init_tree(folder)
     guarded = next(
         n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
     )
     typed = {
-        alias.name: node.module
+        alias.name: "." * node.level + (node.module or "")
         for node in guarded.body
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     }
-    mapped = {name: module for module, names in registry._EXPORTS.items() for name in names}
+    prefix = "." if package is schemas else ""
+    mapped = {name: prefix + module for module, names in package._EXPORTS.items() for name in names}
     assert typed == mapped
-    assert sorted(registry.__all__) == sorted(mapped)
-    assert len(registry.__all__) == len(set(registry.__all__))
+    assert sorted(package.__all__) == sorted(mapped)
+    assert len(package.__all__) == len(set(package.__all__))
+
+
+def test_schema_names_are_the_defining_modules_objects():
+    for module, names in schemas._EXPORTS.items():
+        defined = importlib.import_module(f"registry_schemas.{module}")
+        for name in names:
+            assert getattr(schemas, name) is getattr(defined, name), name
+    assert set(schemas.__all__) <= set(dir(schemas))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        schemas.no_such_name  # noqa: B018
+
+
+def test_every_schema_module_is_listed_in_dependency_order():
+    """Field docs are applied module by module in `MODULES` order; every model module is there,
+    after each module it imports models from."""
+    from registry_schemas import _base
+
+    assert set(_base.MODULES) == set(schemas._EXPORTS)
+    for position, name in enumerate(_base.MODULES):
+        tree = ast.parse((ROOT / "schemas" / f"{name}.py").read_text(encoding="utf-8"))
+        used = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1}
+        assert used - {"_base"} <= set(_base.MODULES[:position]), name
+
+
+def test_importing_a_model_builds_no_validator_and_loads_only_its_modules():
+    code = (
+        "import sys\n"
+        "import registry_schemas\n"
+        "assert not [m for m in sys.modules if m.startswith(('registry_schemas.', 'pydantic'))]\n"
+        "from registry_schemas import TaskReport\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('registry_schemas.'))\n"
+        "assert loaded == ['registry_schemas._base', 'registry_schemas.report'], loaded\n"
+        "assert not TaskReport.__pydantic_complete__\n"
+        "assert TaskReport.model_fields['task_id'].description is None\n"
+    )
+    _loaded(code)
+
+
+def test_json_schema_describes_fields_after_the_models_were_used():
+    """A model validated before its JSON Schema is generated still gets every field's docs."""
+    code = (
+        "from registry_schemas import Rate, SegmentEntry, TaskReport, PackedSegment\n"
+        "Rate(estimate=None, low=None, high=None)\n"
+        "assert Rate.__pydantic_complete__ and not TaskReport.__pydantic_complete__\n"
+        "schema = TaskReport.model_json_schema(by_alias=True)\n"
+        "rate = schema['$defs']['Rate']['properties']['estimate']\n"
+        "assert rate['description'].startswith('Point estimate'), rate\n"
+        "packed = PackedSegment.model_json_schema()['properties']\n"
+        "assert packed['digest']['description'] == "
+        "SegmentEntry.model_json_schema()['properties']['digest']['description']\n"
+    )
+    _loaded(code)
 
 
 def test_public_names_are_the_defining_modules_objects():
