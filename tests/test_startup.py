@@ -239,3 +239,18 @@ def test_noise_simulations_default_is_the_library_default():
 
     default = inspect.signature(suite.noise).parameters["simulations"].default
     assert default == registry.DEFAULT_SIMULATIONS
+
+
+def test_report_path_loads_only_the_models_it_uses():
+    """A one-task report needs the attempt, ledger (and plan) and report models only."""
+    code = (
+        "import sys\n"
+        "import registry.analysis.report, registry.render.report, registry.storage.layers\n"
+        "from registry import LAYER_MODELS\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('registry_schemas.'))\n"
+        "expected = ['_base', 'attempt', 'ledger', 'plan', 'report']\n"
+        "assert loaded == ['registry_schemas.' + m for m in expected], loaded\n"
+        "assert LAYER_MODELS['summary'].__name__ == 'Summary'\n"
+        "assert 'registry_schemas.suite' in sys.modules\n"
+    )
+    _loaded(code)

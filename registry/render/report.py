@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from registry.evidence.rule import CLASSES, INVALID, system_label
 from registry.render.text import inert
 from registry.storage.digest import short
-from registry_schemas import CohortReport, Rate, SystemReport, TaskReport
+
+if TYPE_CHECKING:
+    from registry_schemas import CohortReport, Rate, SystemReport, TaskReport
 
 FLAG_TEXT = {
     "small_sample": "small sample",

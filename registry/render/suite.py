@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry.evidence.rule import system_label
 from registry.render.report import html_page, html_text, inert_lines, md_escape, percent, scroll
 from registry.render.text import inert
 from registry.storage.digest import short
-from registry_schemas import CandidateComparison, Comparison, NoiseFloor, Summary, SystemSummary
+
+if TYPE_CHECKING:
+    from registry_schemas import (
+        CandidateComparison,
+        Comparison,
+        NoiseFloor,
+        Summary,
+        SystemSummary,
+    )
 
 
 def _points(value: float | None) -> str:

@@ -8,18 +8,20 @@ readable. Layers never modify attempt evidence.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel
 
 from registry.errors import IntegrityError, ObjectNotFoundError
 from registry.storage import ledger
 from registry.storage.canonical import canonical_json
 from registry.storage.digest import digest_bytes, hex_of
 from registry.storage.store import Store
-from registry_schemas import Comparison, NoiseFloor, Summary, TaskReport
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
@@ -142,12 +144,34 @@ def read_checked(store: Store, path: str, digest: str) -> Any:
     return orjson.loads(data)
 
 
-LAYER_MODELS: dict[str, type[BaseModel]] = {
-    "report": TaskReport,
-    "comparison": Comparison,
-    "summary": Summary,
-    "noise": NoiseFloor,
+_LAYER_MODEL_NAMES = {
+    "report": "TaskReport",
+    "comparison": "Comparison",
+    "summary": "Summary",
+    "noise": "NoiseFloor",
 }
+
+
+class _LayerModels(Mapping[str, "type[BaseModel]"]):
+    """Layer kind -> the model of its document, imported on first use.
+
+    A command that reads one kind of layer does not load every layer's models.
+    """
+
+    def __getitem__(self, kind: str) -> type[BaseModel]:
+        import registry_schemas
+
+        model: type[BaseModel] = getattr(registry_schemas, _LAYER_MODEL_NAMES[kind])
+        return model
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_LAYER_MODEL_NAMES)
+
+    def __len__(self) -> int:
+        return len(_LAYER_MODEL_NAMES)
+
+
+LAYER_MODELS: Mapping[str, type[BaseModel]] = _LayerModels()
 """Layer kind -> the model of its document."""
 
 
