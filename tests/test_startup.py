@@ -254,3 +254,22 @@ def test_report_path_loads_only_the_models_it_uses():
         "assert 'registry_schemas.suite' in sys.modules\n"
     )
     _loaded(code)
+
+
+def test_listing_live_segments_and_retractions_loads_no_pyarrow():
+    """pyarrow loads where tables are built, not where the ledger is read."""
+    code = (
+        "from registry.storage import pack\n"
+        "from registry.evidence import layer_views, retract\n"
+        "assert pack.live_segments([]) == [] and retract.retracted_ids([]) == {}\n"
+        "assert 'reports' in layer_views.LAYER_VIEWS\n"
+    )
+    assert "pyarrow" not in _loaded(code)
+    built = (
+        "from registry.storage import pack\n"
+        "from registry.evidence import retract\n"
+        "assert pack.COMMIT_SEQ.name == 'commit_seq'\n"
+        "assert retract.RETRACTIONS_SCHEMA.names[0] == 'attempt_id'\n"
+        "assert retract.retraction_table([]).schema == retract.retractions_schema()\n"
+    )
+    assert "pyarrow" in _loaded(built)

@@ -9,14 +9,16 @@ attempts. Every view also carries the whole layer as `document` (JSON).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from registry.storage.layers import read_checked
 from registry.storage.ledger import LedgerEntry
 from registry.storage.store import Store
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 LAYER_VIEWS = {
     "reports": "report",
@@ -26,85 +28,87 @@ LAYER_VIEWS = {
 }
 """View name -> layer kind."""
 
-_UTC = pa.timestamp("us", tz="UTC")
-_COMMON = [
-    ("digest", pa.string()),
-    ("subject", pa.string()),
-    ("commit_seq", pa.int64()),
-    ("created_at", pa.string()),
-    ("evidence_digest", pa.string()),
-    ("evidence_attempts", pa.int64()),
-    ("evidence_last_commit_seq", pa.int64()),
-    ("generator_version", pa.string()),
-]
-_SYSTEM = [
-    ("agent", pa.string()),
-    ("agent_version", pa.string()),
-    ("provider", pa.string()),
-    ("model", pa.string()),
-    ("harness_version", pa.string()),
-]
-_RATE = [("estimate", pa.float64()), ("low", pa.float64()), ("high", pa.float64())]
-_EXTRA: dict[str, list[tuple[str, pa.DataType]]] = {
-    "report": [
-        ("task_id", pa.string()),
-        (
-            "systems",
-            pa.list_(
-                pa.struct(
-                    [("cohort_key", pa.string()), *_SYSTEM]
-                    + [(n, pa.int64()) for n in ("attempts", "valid", "invalid", "resolved")]
-                    + _RATE
-                )
+_SYSTEM_KEYS = ("agent", "agent_version", "provider", "model", "harness_version")
+"""The observed-system columns of the views that list systems."""
+
+
+def _schema(kind: str) -> pa.Schema:
+    """Return the Arrow schema of a layer kind's view (pyarrow loads only when one is built)."""
+    import pyarrow as pa
+
+    common = [
+        ("digest", pa.string()),
+        ("subject", pa.string()),
+        ("commit_seq", pa.int64()),
+        ("created_at", pa.string()),
+        ("evidence_digest", pa.string()),
+        ("evidence_attempts", pa.int64()),
+        ("evidence_last_commit_seq", pa.int64()),
+        ("generator_version", pa.string()),
+    ]
+    system = [(name, pa.string()) for name in _SYSTEM_KEYS]
+    rate = [("estimate", pa.float64()), ("low", pa.float64()), ("high", pa.float64())]
+    extra: dict[str, list[tuple[str, pa.DataType]]] = {
+        "report": [
+            ("task_id", pa.string()),
+            (
+                "systems",
+                pa.list_(
+                    pa.struct(
+                        [("cohort_key", pa.string()), *system]
+                        + [(n, pa.int64()) for n in ("attempts", "valid", "invalid", "resolved")]
+                        + rate
+                    )
+                ),
             ),
-        ),
-    ],
-    "comparison": [
-        ("baseline", pa.string()),
-        ("plan_id", pa.string()),
-        (
-            "candidates",
-            pa.list_(
-                pa.struct(
-                    [
-                        ("candidate", pa.string()),
-                        ("verdict", pa.string()),
-                        ("verdict_text", pa.string()),
-                        ("paired_tasks", pa.int64()),
-                        ("attempts_per_task", pa.int64()),
-                        ("mean_difference", pa.float64()),
-                        ("mdd", pa.float64()),
-                        ("sign_p_holm", pa.float64()),
-                        ("look", pa.int64()),
-                        ("decision", pa.string()),
-                    ]
-                )
+        ],
+        "comparison": [
+            ("baseline", pa.string()),
+            ("plan_id", pa.string()),
+            (
+                "candidates",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("candidate", pa.string()),
+                            ("verdict", pa.string()),
+                            ("verdict_text", pa.string()),
+                            ("paired_tasks", pa.int64()),
+                            ("attempts_per_task", pa.int64()),
+                            ("mean_difference", pa.float64()),
+                            ("mdd", pa.float64()),
+                            ("sign_p_holm", pa.float64()),
+                            ("look", pa.int64()),
+                            ("decision", pa.string()),
+                        ]
+                    )
+                ),
             ),
-        ),
-    ],
-    "summary": [
-        (
-            "systems",
-            pa.list_(
-                pa.struct(
-                    [("configuration_digest", pa.string()), *_SYSTEM]
-                    + [(n, pa.int64()) for n in ("tasks", "attempts", "valid", "resolved")]
-                    + [
-                        ("pooled_rate", pa.float64()),
-                        ("task_mean_rate", pa.float64()),
-                        ("clustered_low", pa.float64()),
-                        ("clustered_high", pa.float64()),
-                    ]
-                )
-            ),
-        )
-    ],
-    "noise": [
-        ("system", pa.string()),
-        ("tasks", pa.int64()),
-        ("expected_flips", pa.float64()),
-    ],
-}
+        ],
+        "summary": [
+            (
+                "systems",
+                pa.list_(
+                    pa.struct(
+                        [("configuration_digest", pa.string()), *system]
+                        + [(n, pa.int64()) for n in ("tasks", "attempts", "valid", "resolved")]
+                        + [
+                            ("pooled_rate", pa.float64()),
+                            ("task_mean_rate", pa.float64()),
+                            ("clustered_low", pa.float64()),
+                            ("clustered_high", pa.float64()),
+                        ]
+                    )
+                ),
+            )
+        ],
+        "noise": [
+            ("system", pa.string()),
+            ("tasks", pa.int64()),
+            ("expected_flips", pa.float64()),
+        ],
+    }
+    return pa.schema([*common, *extra[kind], ("document", pa.string())])
 
 
 def layer_tables(
@@ -142,10 +146,13 @@ def layer_tables(
 
 
 def _table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
-    schema = pa.schema([*_COMMON, *_EXTRA[kind], ("document", pa.string())])
+    import pyarrow as pa
+
+    schema = _schema(kind)
     table = pa.Table.from_pylist(rows, schema=schema)
     index = schema.get_field_index("created_at")
-    return table.set_column(index, pa.field("created_at", _UTC), table["created_at"].cast(_UTC))
+    utc = pa.timestamp("us", tz="UTC")
+    return table.set_column(index, pa.field("created_at", utc), table["created_at"].cast(utc))
 
 
 def _rate(rate: dict[str, Any] | None) -> dict[str, Any]:
@@ -160,7 +167,7 @@ def _report(document: dict[str, Any]) -> dict[str, Any]:
             systems.append(
                 {
                     "cohort_key": cohort["cohort_key"],
-                    **{k: system["system"].get(k) for k, _ in _SYSTEM},
+                    **{k: system["system"].get(k) for k in _SYSTEM_KEYS},
                     **{k: system[k] for k in ("attempts", "valid", "invalid", "resolved")},
                     **_rate(system.get("resolved_rate")),
                 }
@@ -199,7 +206,7 @@ def _summary(document: dict[str, Any]) -> dict[str, Any]:
         systems.append(
             {
                 "configuration_digest": item.get("configuration_digest"),
-                **{k: item["system"].get(k) for k, _ in _SYSTEM},
+                **{k: item["system"].get(k) for k in _SYSTEM_KEYS},
                 **{k: item.get(k) for k in ("tasks", "attempts", "valid", "resolved")},
                 "pooled_rate": (item.get("pooled_resolved_rate") or {}).get("estimate"),
                 "task_mean_rate": item.get("task_mean_resolved_rate"),

@@ -441,7 +441,7 @@ def _live_segments(entries: list[LedgerEntry]) -> list[tuple[SegmentEntry, int, 
     """Return (segment, commit, packed) of the segments to read (`pack.live_segments`).
 
     A ledger without `pack` commits supersedes nothing: every segment of every commit is
-    live, in ledger order, and the pack module (which imports pyarrow) is not loaded.
+    live, in ledger order, and the pack module is not loaded.
     """
     if all(entry.commit.pack is None for entry in entries):
         return [(s, entry.seq, False) for entry in entries for s in entry.commit.segments]

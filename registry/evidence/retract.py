@@ -17,34 +17,49 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from registry._faults import checkpoint
 from registry.errors import IntegrityError, RegistryError
 from registry.storage import ledger
 from registry.storage.ledger import LedgerEntry
 from registry.storage.store import Store
-from registry.storage.tables import read_segment
 from registry_schemas import SegmentEntry
 from registry_schemas.attempt import DIGEST_PATTERN
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _ATTEMPT_ID = re.compile(DIGEST_PATTERN)
 _ID_HINT = "expected blake3:<64 lowercase hex digits>"
 _FILE_HINT = "expected one id a line, JSON Lines or a JSON array with attempt_id"
-_UTC = pa.timestamp("us", tz="UTC")
-RETRACTIONS_SCHEMA = pa.schema(
-    [
-        pa.field("attempt_id", pa.string(), False),
-        pa.field("commit_seq", pa.int64(), False),
-        pa.field("commit_digest", pa.string(), False),
-        pa.field("reason", pa.string(), False),
-        pa.field("created_at", _UTC, False),
-    ]
-)
-"""Arrow schema of the `retractions` view: one row per retracted attempt."""
+
+
+def retractions_schema() -> pa.Schema:
+    """Arrow schema of the `retractions` view: one row per retracted attempt."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("attempt_id", pa.string(), False),
+            pa.field("commit_seq", pa.int64(), False),
+            pa.field("commit_digest", pa.string(), False),
+            pa.field("reason", pa.string(), False),
+            pa.field("created_at", pa.timestamp("us", tz="UTC"), False),
+        ]
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """`RETRACTIONS_SCHEMA`: `retractions_schema()`, made on first use.
+
+    pyarrow loads only where tables are built, not where the retracted ids are looked up.
+    """
+    if name == "RETRACTIONS_SCHEMA":
+        return retractions_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RetractionError(RegistryError, ValueError):
@@ -153,15 +168,20 @@ def retracted_ids(entries: Iterable[LedgerEntry]) -> dict[str, RetractionInfo]:
 
 def retraction_table(entries: Iterable[LedgerEntry]) -> pa.Table:
     """Return the `retractions` view: one row per retracted attempt, by commit then id."""
+    import pyarrow as pa
+
+    schema = retractions_schema()
     infos = sorted(retracted_ids(entries).items(), key=lambda item: (item[1].commit_seq, item[0]))
     columns = {
         "attempt_id": [attempt_id for attempt_id, _ in infos],
         "commit_seq": [info.commit_seq for _, info in infos],
         "commit_digest": [info.commit_digest for _, info in infos],
         "reason": [info.reason for _, info in infos],
-        "created_at": pa.array([info.created_at for _, info in infos], pa.string()).cast(_UTC),
+        "created_at": pa.array([info.created_at for _, info in infos], pa.string()).cast(
+            schema.field("created_at").type
+        ),
     }
-    return pa.Table.from_pydict(columns, schema=RETRACTIONS_SCHEMA)
+    return pa.Table.from_pydict(columns, schema=schema)
 
 
 def read_attempt_ids_file(path: str | Path) -> list[str]:
@@ -278,6 +298,10 @@ def _commit_attempt_ids(store: Store, entries: list[LedgerEntry], seq: int) -> s
 
 
 def _segment_ids(store: Store, segments: Iterable[SegmentEntry]) -> set[str]:
+    import pyarrow as pa
+
+    from registry.storage.tables import read_segment
+
     ids: set[str] = set()
     for segment in segments:
         try:

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from registry.errors import IntegrityError
 from registry.storage import ledger
@@ -29,8 +27,25 @@ from registry.storage.digest import digest_file
 from registry.storage.store import Store
 from registry_schemas import SegmentEntry
 
-COMMIT_SEQ = pa.field("commit_seq", pa.int64(), False)
-"""The column a packed segment adds: the ingest commit that first added each row."""
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def commit_seq_field() -> pa.Field:
+    """The column a packed segment adds: the ingest commit that first added each row."""
+    import pyarrow as pa
+
+    return pa.field("commit_seq", pa.int64(), False)
+
+
+def __getattr__(name: str) -> Any:
+    """`COMMIT_SEQ`: `commit_seq_field()`, made on first use.
+
+    pyarrow loads only where tables are built, not where the live segments are listed.
+    """
+    if name == "COMMIT_SEQ":
+        return commit_seq_field()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -84,6 +99,8 @@ def attributed_table(store: Store, live: LiveSegment, check: bool = True) -> pa.
     Raises:
         IntegrityError: the file is missing or not the bytes its commit names.
     """
+    import pyarrow as pa
+
     from registry.storage.tables import read_segment
 
     path = store.resolve(live.segment.path)
@@ -102,11 +119,13 @@ def attributed_table(store: Store, live: LiveSegment, check: bool = True) -> pa.
     if live.packed:
         return table
     seqs = pa.array([live.entry.seq] * len(table), pa.int64())
-    return table.append_column(COMMIT_SEQ, seqs)
+    return table.append_column(commit_seq_field(), seqs)
 
 
 def merge(tables: list[pa.Table]) -> pa.Table:
     """Merge attributed tables: sorted by task id, then commit; ledger order otherwise."""
+    import pyarrow as pa
+
     merged = pa.concat_tables(tables)
     return merged.sort_by([("task_id", "ascending"), ("commit_seq", "ascending")])
 
