@@ -85,8 +85,8 @@ class _Cohort:
     """Rows of one cohort waiting to become a segment."""
 
     key: str
-    parts: list[tuple[int, int]] = field(default_factory=list)
-    """(part file, row group) of each spill that held rows of this cohort, in order."""
+    parts: list[tuple[int, int, int]] = field(default_factory=list)
+    """(part file, first row, rows) of each spill that held rows of this cohort, in order."""
     tables: list[pa.Table] = field(default_factory=list)
     """Rows converted to Arrow since the last spill, in order."""
     task_ids: set[str] = field(default_factory=set)
@@ -449,38 +449,68 @@ def _group(batch: _Batch, table: pa.Table, rows: list[tuple[str, int]]) -> None:
 
 
 def _spill(batch: _Batch) -> None:
-    """Write every cohort's rows since the last spill to one part file, a row group each."""
-    part = batch.area / f"part-{len(batch.parts)}.parquet"
-    writer: pq.ParquetWriter | None = None
-    group = 0
-    try:
-        for cohort in batch.cohorts.values():
-            if not cohort.tables:
-                continue
-            table = pa.concat_tables(cohort.tables).combine_chunks()
-            if writer is None:
-                writer = pq.ParquetWriter(part, table.schema, **WRITE_OPTIONS)
-            writer.write_table(table, row_group_size=max(len(table), 1))
-            cohort.parts.append((len(batch.parts), group))
-            cohort.tables = []
-            group += 1
-    finally:
-        if writer is not None:
-            writer.close()
+    """Write every cohort's rows since the last spill to one part file, sorted by cohort.
+
+    Segments are later written in cohort order, so each part file is read once, front to
+    back (`_PartReader`), whatever the number of cohorts.
+    """
+    index = len(batch.parts)
+    part = batch.area / f"part-{index}.parquet"
+    tables: list[pa.Table] = []
+    offset = 0
+    for key in sorted(batch.cohorts):
+        cohort = batch.cohorts[key]
+        if not cohort.tables:
+            continue
+        rows = sum(len(t) for t in cohort.tables)
+        tables.extend(cohort.tables)
+        cohort.parts.append((index, offset, rows))
+        cohort.tables = []
+        offset += rows
+    pq.write_table(pa.concat_tables(tables), part, row_group_size=_PART_ROWS, **WRITE_OPTIONS)
+    del tables
     batch.parts.append(part)
     batch.spill_due = False
     checkpoint("after-spill")
 
 
-def _cohort_table(batch: _Batch, cohort: _Cohort, files: dict[int, pq.ParquetFile]) -> pa.Table:
+_PART_ROWS = 8192
+
+
+class _PartReader:
+    """Rows of one part file, read in order, one row group at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = pq.ParquetFile(path)
+        self._batches = self._file.iter_batches(batch_size=_PART_ROWS)
+        self._held: list[pa.RecordBatch] = []
+        self._start = 0  # row of the part at which `_held` starts
+        self._end = 0
+
+    def rows(self, offset: int, length: int) -> pa.Table:
+        """Return rows `offset` to `offset + length` (offsets only ever increase)."""
+        while self._end < offset + length:
+            batch = next(self._batches)
+            self._held.append(batch)
+            self._end += batch.num_rows
+        while self._held and self._start + self._held[0].num_rows <= offset:
+            self._start += self._held.pop(0).num_rows
+        table = pa.Table.from_batches(self._held, schema=self._file.schema_arrow)
+        return table.slice(offset - self._start, length)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _cohort_table(batch: _Batch, cohort: _Cohort, readers: dict[int, _PartReader]) -> pa.Table:
     tables = []
-    for index, group in cohort.parts:
-        if index not in files:
-            files[index] = pq.ParquetFile(batch.parts[index])
-        tables.append(files[index].read_row_group(group))
+    for index, offset, rows in cohort.parts:
+        if index not in readers:
+            readers[index] = _PartReader(batch.parts[index])
+        tables.append(readers[index].rows(offset, rows))
     tables.extend(cohort.tables)
     cohort.tables = []
-    table = pa.concat_tables(tables).combine_chunks() if len(tables) > 1 else tables[0]
+    table = pa.concat_tables(tables).combine_chunks()
     if cohort.spilled and not cohort.parts:  # as if read back from the part file
         for name in MAP_FIELDS:
             index = table.schema.get_field_index(name)
@@ -504,21 +534,21 @@ def _write_segments(batch: _Batch) -> list[dict[str, Any]]:
     most `2 * _THREADS` tables are held at once.
     """
     _to_arrow(batch)
-    files: dict[int, pq.ParquetFile] = {}
+    readers: dict[int, _PartReader] = {}
     segments: list[dict[str, Any]] = []
     try:
         with ThreadPoolExecutor(_THREADS) as pool:
             window: deque[Future[dict[str, Any]]] = deque()
             for key in sorted(batch.cohorts):
                 cohort = batch.cohorts[key]
-                table = _cohort_table(batch, cohort, files)
+                table = _cohort_table(batch, cohort, readers)
                 window.append(pool.submit(_describe, batch, cohort, table))
                 if len(window) >= 2 * _THREADS:
                     segments.append(window.popleft().result())
             segments.extend(future.result() for future in window)
     finally:
-        for handle in files.values():
-            handle.close()
+        for reader in readers.values():
+            reader.close()
     return segments
 
 
