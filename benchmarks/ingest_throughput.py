@@ -37,9 +37,11 @@ from registry import cohort_key_of, terminal_identity_of
 CLASSES = ["resolved"] * 5 + ["model_failure", "timeout", "harness_failure", "safety_failure"]
 
 
-def make_records(count: int, tasks: int, seed: int = 1) -> list[dict]:
-    """Return `count` valid records spread over `tasks` tasks."""
-    rng = random.Random(seed)
+def make_records(
+    count: int, tasks: int, seed: int = 1, first: int = 0, last: int | None = None
+) -> list[dict]:
+    """Return valid records `first` to `last` of `count` spread over `tasks` tasks."""
+    rng = random.Random(seed if first == 0 else seed * 1_000_003 + first)
     inputs = {
         "case_digest": "blake3:" + "c" * 64,
         "prompt_digest": "blake3:" + "1" * 64,
@@ -53,7 +55,7 @@ def make_records(count: int, tasks: int, seed: int = 1) -> list[dict]:
         "environment_digest": "blake3:" + "e" * 64,
     }
     records = []
-    for i in range(count):
+    for i in range(first, min(count, count if last is None else last)):
         task = f"repo__project-{i % tasks:05d}"
         record = {
             "experiment_id": f"exp-{i // (count // 4 or 1)}",
@@ -106,8 +108,22 @@ def _measure(step: str, source: str, target: str) -> dict[str, float]:
         result = ingest(Path(target), [source])
         assert (result.new, result.present) != (0, 0)
     wall, cpu = time.perf_counter() - start, _cpu() - cpu
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return {"wall": wall, "cpu": cpu, "rss": float(rss)}
+    return {"wall": wall, "cpu": cpu, "rss": float(_peak_rss())}
+
+
+def _peak_rss() -> int:
+    """Peak resident set size of this process in bytes.
+
+    `VmHWM` of /proc (Linux): unlike `ru_maxrss`, it does not carry over the resident size of
+    the parent this process was forked from.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def _child(step: str, source: Path, target: Path) -> dict[str, float]:
@@ -123,8 +139,9 @@ def run(records: int, tasks: int) -> dict[str, Any]:
     try:
         source = work / "attempts.jsonl"
         with open(source, "w") as handle:
-            for record in make_records(records, tasks):
-                handle.write(json.dumps(record) + "\n")
+            for start in range(0, records, 50_000):  # keep this process small
+                for record in make_records(records, tasks, first=start, last=start + 50_000):
+                    handle.write(json.dumps(record) + "\n")
         size = source.stat().st_size
         raw = _child("pyarrow", source, work / "raw.parquet")
         fresh = _child("ingest", source, work / "registry")
