@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 import registry
@@ -380,6 +382,33 @@ app.add_typer(proof_app, name="proof")
 app.add_typer(publish_app, name="publish")
 
 
+def command_app(args: Sequence[str]) -> typer.Typer:
+    """Return the app to run `args` with: only the command they name, when they name one.
+
+    Building a command reads its function's signature and makes its parameters, and building
+    every command costs more than the start-up of some. When the first argument names a
+    command, the app returned holds that command alone under the same root options, and
+    parses, helps and fails exactly as the whole app does; anything else (no arguments,
+    `--help`, an option before the command, a name that is no command, shell completion)
+    gets the whole `app`.
+    """
+    if not args or any(key.startswith("_") and "_COMPLETE" in key for key in os.environ):
+        return app
+    commands = [
+        info
+        for info in app.registered_commands
+        if info.callback is not None
+        and (info.name or typer.main.get_command_name(info.callback.__name__)) == args[0]
+    ]
+    groups = [info for info in app.registered_groups if info.name == args[0]]
+    if len(commands) + len(groups) != 1:
+        return app
+    only = copy.copy(app)
+    only.registered_commands = commands
+    only.registered_groups = groups
+    return only
+
+
 def main() -> None:
     """Entry point of the `registry` console script."""
-    app()
+    command_app(sys.argv[1:])()

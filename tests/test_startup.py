@@ -273,3 +273,54 @@ def test_listing_live_segments_and_retractions_loads_no_pyarrow():
         "assert retract.retraction_table([]).schema == retract.retractions_schema()\n"
     )
     assert "pyarrow" in _loaded(built)
+
+
+def _command_names() -> list[str]:
+    from registry_cli.main import app
+
+    names = [info.name for info in app.registered_groups]
+    for info in app.registered_commands:
+        names.append(info.name or info.callback.__name__.replace("_", "-"))
+    return sorted(names)
+
+
+def test_a_named_command_is_built_alone_and_anything_else_builds_all():
+    from registry_cli.main import app, command_app
+
+    assert len(_command_names()) == len(app.registered_commands) + len(app.registered_groups)
+    for name in _command_names():
+        only = command_app([name, "--help"])
+        assert len(only.registered_commands) + len(only.registered_groups) == 1, name
+    for args in ([], ["--help"], ["--version"], ["--endpoint", "x", "report"], ["reprot"]):
+        assert command_app(args) is app, args
+
+
+def test_the_command_built_alone_answers_as_the_whole_app(runner, loaded_root, monkeypatch):
+    """Output and exit code are the same whether one command or every command was built."""
+    from registry_cli.main import app, command_app
+
+    monkeypatch.setenv("COLUMNS", "100")
+    root = str(loaded_root)
+    task = "astropy__astropy-12907"
+    cases = [[name, "--help"] for name in _command_names()]
+    cases += [
+        ["report", "--task", task, "--root", root],
+        ["report", "--task", task, "--root", root, "--format", "json"],
+        ["report", "--task", task, "--root", root, "--format", "nope"],
+        ["report", "--root", root],
+        ["report", "--bogus"],
+        ["reports", "--root", root],
+        ["reports", "show"],
+        ["reports", "nothing"],
+        ["plan"],
+        ["proof"],
+        ["sql", "SELECT count(*) AS n FROM attempts", "--root", root],
+        ["sql", "DROP TABLE attempts", "--root", root],
+        ["verify", "--root", root],
+    ]
+    runner.invoke(app, cases[len(_command_names())])  # records the report layer first
+    for args in cases:
+        whole = runner.invoke(app, args)
+        alone = runner.invoke(command_app(args), args)
+        assert command_app(args) is not app, args
+        assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), args
