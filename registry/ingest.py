@@ -302,14 +302,14 @@ def _checker_pool(
     """Worker processes for `_check_chunk`, or None where the sequential path must run.
 
     Only for native formats without `--envelope` (which changes records before their
-    digests), on a machine with more than one core, from a process with no other thread
-    (forking a threaded process can deadlock).
+    digests), when a core is idle, from a process with no other thread (forking a threaded
+    process can deadlock).
     """
     native = sum(s.size for s in sources if s.format in NATIVE_FORMATS and s.path)
     usable = (
         native >= PARALLEL_MIN_BYTES
         and not context.envelope
-        and (os.cpu_count() or 1) > 1
+        and _spare_core()
         and "fork" in mp.get_all_start_methods()
         and threading.active_count() == 1
     )
@@ -321,6 +321,20 @@ def _checker_pool(
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _spare_core() -> bool:
+    """Whether another core is idle (by the 1-minute load average).
+
+    The workers cost about a third more CPU in all than validating in this process, which
+    only pays when they run beside it, not in turn with it on a busy machine.
+    """
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return False
+    return cores > 1 and load <= cores - 1
 
 
 _Checked = tuple[

@@ -36,6 +36,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _force(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_module, "_spare_core", lambda: True)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest_module, "_CHUNK_RECORDS", 3)
 
