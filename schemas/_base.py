@@ -81,8 +81,10 @@ def document_fields() -> None:
     models: list[type[SchemaModel]] = []
     for name in MODULES:
         module = importlib.import_module(f"{package}.{name}")
-        source = inspect.getsource(module)
-        docs = field_docstrings(source)
+        try:
+            docs = field_docstrings(inspect.getsource(module))
+        except OSError:  # no source installed: fields are described by nothing, as in pydantic
+            docs = {}
         for value in vars(module).values():
             if (
                 isinstance(value, type)
