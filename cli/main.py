@@ -26,6 +26,7 @@ from .options import (
     RootOption,
     SummaryFormat,
     TableFormat,
+    console_of,
     stderr,
     stdout,
 )
@@ -189,7 +190,7 @@ def _progress_factory(enabled: bool) -> Any:
             BarColumn(),
             DownloadColumn(),
             TimeRemainingColumn(),
-            console=stderr,
+            console=console_of(stderr),
             transient=True,
         )
         bar.start()

@@ -6,18 +6,50 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
 import registry
 
 from .output import printable
 
-# Off a terminal rich would assume 80 columns and cut table cells; pipes get the full width.
-stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)
-stderr = Console(stderr=True, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _LazyConsole:
+    """A rich `Console` made on first use: a command that prints no table never imports rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        """The console itself (for rich APIs that want a `Console`)."""
+        if self._console is None:
+            from rich.console import Console
+
+            options = dict(self._options)
+            if options.pop("width_of_stdout", False):
+                # Off a terminal rich would assume 80 columns and cut table cells; pipes get
+                # the full width.
+                options["width"] = None if sys.stdout.isatty() else 400
+            self._console = Console(**options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+stdout = cast("Console", _LazyConsole(soft_wrap=True, width_of_stdout=True))
+stderr = cast("Console", _LazyConsole(stderr=True, soft_wrap=True))
+
+
+def console_of(console: Console) -> Console:
+    """The real console behind `stdout` or `stderr`."""
+    return console.get() if isinstance(console, _LazyConsole) else console
+
 
 RootOption = Annotated[
     Path,

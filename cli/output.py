@@ -13,14 +13,14 @@ import io
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 import registry
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def printable(text: object) -> str:
@@ -101,6 +101,9 @@ def to_csv(
 
 def print_table(console: Console, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print rows as a terminal table; cells are evidence, printed verbatim but inert."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_lines=False)
     for column in columns:
         table.add_column(Text(printable(column)))

@@ -324,3 +324,18 @@ def test_the_command_built_alone_answers_as_the_whole_app(runner, loaded_root, m
         alone = runner.invoke(command_app(args), args)
         assert command_app(args) is not app, args
         assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), args
+
+
+def test_a_json_report_imports_no_rich(loaded_root):
+    code = (
+        "import sys; sys.argv[0] = 'registry'\n"
+        "from registry_cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+    )
+    args = ["report", "--task", "astropy__astropy-12907", "--format", "json"]
+    assert _loaded(code, *args, "--root", str(loaded_root), roots=("rich",)) == []
+    table = ["sql", "SELECT 1 AS one", "--root", str(loaded_root)]
+    assert _loaded(code, *table, roots=("rich",)) == ["rich"]  # a table needs it
