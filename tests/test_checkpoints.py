@@ -30,16 +30,14 @@ def _walk(store: Store) -> list[ledger.LedgerEntry]:
 
 
 def _count_reads(monkeypatch) -> list[str]:
-    """Record every commit file read (`Store.read_bytes` of `ledger/...`)."""
     reads: list[str] = []
-    original = Store.read_bytes
+    original = ledger.read_entry
 
-    def counting(self: Store, relative: str) -> bytes:
-        if relative.startswith("ledger/"):
-            reads.append(relative)
-        return original(self, relative)
+    def counting(store, relative: str) -> ledger.LedgerEntry:
+        reads.append(relative)
+        return original(store, relative)
 
-    monkeypatch.setattr(Store, "read_bytes", counting)
+    monkeypatch.setattr(ledger, "read_entry", counting)
     return reads
 
 
@@ -60,65 +58,6 @@ def test_writers_create_checkpoints_and_readers_use_them(tmp_path, monkeypatch):
     assert sorted(reads) == [f"ledger/{s:012d}.json" for s in range(30, 36)]
     report = verify(store)
     assert report.ok and report.checkpoints == 3 and not report.unreferenced
-
-
-def test_checkpointed_commits_are_parsed_only_when_used(tmp_path):
-    store = one_attempt_ingests(tmp_path / "reg", 25, tasks=5)
-    walked = _walk(store)
-    entries = ledger.read_ledger(store)
-    # commits 1..20 come from the checkpoints as bytes, 21..25 from their files
-    assert [e.parsed for e in entries] == [False] * 20 + [True] * 5
-    assert [(e.seq, e.digest, e.path, e.prev) for e in entries] == [
-        (w.seq, w.digest, w.path, w.commit.prev) for w in walked
-    ]
-    assert [e.commit for e in entries] == [w.commit for w in walked]
-    assert all(e.parsed for e in entries)
-
-
-def _put_checkpoint(store: Store, seq: int) -> str:
-    """Write the checkpoint of commit `seq` built from the commit files, unchecked."""
-    data = checkpoints.build_checkpoint(store, _walk(store), seq, None)
-    relative = checkpoints.checkpoint_path(seq, digest_bytes(data))
-    with store.temp_area() as area:
-        store.put_bytes(data, relative, area)
-    return relative
-
-
-def test_a_checkpointed_commit_with_a_bad_path_is_refused_when_used(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoints, "INTERVAL", 1000)
-    store = one_attempt_ingests(tmp_path / "reg", 6, tasks=3)
-    layer = {"kind": "report", "subject": "t", "path": "../../etc/passwd"}
-    ledger.append(store, {"kind": "layer", "layer": layer | {"digest": "blake3:" + "0" * 64}})
-    _put_checkpoint(store, 7)  # a checkpoint no writer would write: commit 7 is unsound
-    entries = ledger.read_ledger(store)
-    assert not entries[6].parsed
-    with pytest.raises(IntegrityError, match=r"000000000007.json is damaged \(layer path"):
-        entries[6].commit  # noqa: B018
-    with pytest.raises(IntegrityError, match="layer path"):
-        _answers(store)
-    assert any("layer path" in p for p in verify(store).problems)
-
-
-def test_a_segment_named_again_after_a_checkpoint_is_refused(tmp_path):
-    store = one_attempt_ingests(tmp_path / "reg", 10, tasks=3)
-    snapshot = ledger.LedgerSnapshot(store)
-    assert not any(e.parsed for e in snapshot.entries)
-    again = _walk(store)[2].commit.segments[0].model_dump()
-    source = {"path": "again.jsonl", "digest": again["digest"], "records": 1}
-    fields = {"kind": "ingest", "sources": [source], "segments": [again]}
-    ledger.append(store, fields | {"attempts_read": 1, "attempts_new": 1, "attempts_present": 0})
-    with pytest.raises(IntegrityError, match="000000000011.json is damaged .* already named"):
-        ledger.read_ledger(store)
-    with pytest.raises(IntegrityError, match="already named by an earlier commit"):
-        snapshot.refresh()
-
-
-def test_a_new_segment_after_a_checkpoint_is_checked_without_parsing_it(tmp_path):
-    store = one_attempt_ingests(tmp_path / "reg", 10, tasks=3)
-    one_attempt_ingests(tmp_path / "reg", 2, tasks=3, start=10)
-    entries = ledger.read_ledger(store)
-    assert [e.parsed for e in entries] == [False] * 10 + [True] * 2
-    assert verify(store).ok
 
 
 def test_a_checkpoint_chains_to_the_one_before_it(tmp_path):

@@ -34,6 +34,7 @@ from registry.storage import ledger
 from registry.storage.canonical import canonical_json
 from registry.storage.digest import PREFIX, digest_bytes, hex_of
 from registry.storage.store import Store
+from registry_schemas import Commit
 from registry_schemas.ledger import Checkpoint
 
 INTERVAL = 1000
@@ -90,7 +91,7 @@ def load_checkpointed(store: Store, names: list[str]) -> list[ledger.LedgerEntry
             continue
         last = chain[-1]
         try:
-            on_disk = digest_bytes(store.read_bytes(f"ledger/{names[seq - 1]}"))
+            on_disk = ledger.read_entry(store, f"ledger/{names[seq - 1]}").digest
         except (IntegrityError, OSError):
             return []
         if on_disk == last.checkpoint.digest:
@@ -118,7 +119,7 @@ def _load_chain(store: Store, path: str, seen: set[str]) -> list[LoadedCheckpoin
             return None
     elif checkpoint.first_seq != 1:
         return None
-    if loaded.entries[0].prev != prev:
+    if loaded.entries[0].commit.prev != prev:
         return None
     return [*chain, loaded]
 
@@ -127,10 +128,8 @@ def load_checkpoint(store: Store, path: str) -> LoadedCheckpoint | None:
     """Load one checkpoint and check it on its own; None if it fails a check.
 
     Checked: the path is a checkpoint's, the bytes hash to the name, the document parses,
-    holds commits `first_seq`..`seq`, each commit's `prev` is the digest of the one before
-    it, and the last one's digest is `digest`. The commits are not parsed here: each is
-    parsed, and checked to be commit `seq` with that `prev` and sound paths, when a reader
-    first uses it (`ledger.LedgerEntry`).
+    holds commits `first_seq`..`seq` in order, each commit's `prev` is the digest of the
+    one before it, and the last one's digest is `digest`.
     """
     match = NAME.fullmatch(path.removeprefix(f"{DIRECTORY}/"))
     if match is None or not path.startswith(f"{DIRECTORY}/"):
@@ -149,16 +148,20 @@ def load_checkpoint(store: Store, path: str) -> LoadedCheckpoint | None:
         return None
     if len(checkpoint.commits) != checkpoint.seq - checkpoint.first_seq + 1:
         return None
-    entries: list[ledger.LedgerEntry] = []
+    entries = []
     prev: str | None = None
     for seq, text in enumerate(checkpoint.commits, start=checkpoint.first_seq):
         raw = text.encode()
-        found, declared = ledger.declared_prev(raw)
-        if not found or (entries and declared != prev):
+        try:
+            commit = Commit.model_validate_json(raw, strict=True)
+        except ValidationError:
             return None
-        prev = PREFIX + blake3.blake3(raw).hexdigest()
-        entries.append(ledger.LedgerEntry.unparsed(raw, prev, seq, declared))
-    if prev != checkpoint.digest or not entries:
+        digest = PREFIX + blake3.blake3(raw).hexdigest()
+        if commit.seq != seq or (prev is not None and commit.prev != prev):
+            return None
+        entries.append(ledger.LedgerEntry(commit, digest, ledger.commit_name(seq)))
+        prev = digest
+    if prev != checkpoint.digest:
         return None
     return LoadedCheckpoint(path, checkpoint, entries)
 

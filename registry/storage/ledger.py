@@ -14,6 +14,7 @@ import random
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,115 +37,19 @@ PLAN_PATH = re.compile(rf"plans/({_HEX})\.json")
 """The only form of a frozen plan's path a commit may name (plan digest hex)."""
 
 
-_PREV = re.compile(rb'"prev":(?:null|"(blake3:[0-9a-f]{64})")')
-"""The `prev` field as canonical JSON writes it (the first `"prev":` of a commit's bytes is the
-top-level field: no nested object of a commit has one, and a quote inside a string is escaped)."""
-
-
+@dataclass(frozen=True)
 class LedgerEntry:
-    """A commit as read from the ledger, with the digest of its bytes.
+    """A commit as read from the ledger, with the digest of its bytes."""
 
-    An entry read from a checkpoint holds the commit's bytes and parses them the first time
-    `commit` is read: a reader that needs only sequence numbers, digests and the `prev` chain
-    builds no model. Parsing then checks what `read_ledger` checks of a commit file (it is a
-    commit, at its sequence number, with the `prev` the chain was proven with, naming only
-    well-formed paths) and raises `IntegrityError` otherwise.
-    """
-
-    __slots__ = ("_commit", "_data", "_prev", "_seq", "digest", "path")
-
-    def __init__(self, commit: Commit, digest: str, path: str) -> None:
-        self._commit: Commit | None = commit
-        self._data: bytes | None = None
-        self._prev = commit.prev
-        self._seq = commit.seq
-        self.digest = digest
-        self.path = path
-        """Root-relative name of the commit object (`ledger/<seq:012d>.json`)."""
-
-    @classmethod
-    def unparsed(cls, data: bytes, digest: str, seq: int, prev: str | None) -> LedgerEntry:
-        """Return the entry of commit `seq`, whose bytes `data` hash to `digest` and name `prev`.
-
-        Parsed on first use of `commit` (see the class).
-        """
-        entry = cls.__new__(cls)
-        entry._commit = None
-        entry._data = data
-        entry._prev = prev
-        entry._seq = seq
-        entry.digest = digest
-        entry.path = commit_name(seq)
-        return entry
-
-    @property
-    def commit(self) -> Commit:
-        """The commit (parsed and checked on first use for an entry read from a checkpoint).
-
-        Raises:
-            IntegrityError: the bytes are not a sound commit `seq` chained to `prev`.
-        """
-        if self._commit is None:
-            assert self._data is not None
-            self._commit = _checked_commit(self._data, self._seq, self._prev)
-            self._data = None
-        return self._commit
+    commit: Commit
+    digest: str
+    path: str
+    """Root-relative name of the commit object (`ledger/<seq:012d>.json`)."""
 
     @property
     def seq(self) -> int:
         """The commit's sequence number."""
-        return self._seq
-
-    @property
-    def prev(self) -> str | None:
-        """The digest of the previous commit the commit names (without parsing it)."""
-        return self._prev
-
-    @property
-    def parsed(self) -> bool:
-        """Whether `commit` has been built (reading it costs nothing more)."""
-        return self._commit is not None
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, LedgerEntry):
-            return NotImplemented
-        return (self.digest, self.path) == (other.digest, other.path)
-
-    def __hash__(self) -> int:
-        return hash((self.digest, self.path))
-
-    def __repr__(self) -> str:
-        return f"LedgerEntry(seq={self._seq}, digest={self.digest!r}, path={self.path!r})"
-
-
-def declared_prev(data: bytes) -> tuple[bool, str | None]:
-    """Return whether canonical commit bytes name a `prev`, and the digest they name.
-
-    `(False, None)` when the bytes hold no `"prev":` field of the written form (they are then
-    not a commit the registry wrote; a reader reads the commit files instead).
-    """
-    match = _PREV.search(data)
-    if match is None:
-        return False, None
-    found = match.group(1)
-    return True, None if found is None else found.decode()
-
-
-def _checked_commit(data: bytes, seq: int, prev: str | None) -> Commit:
-    """Parse commit `seq` from a checkpoint and check it as `read_ledger` checks a commit file."""
-    relative = commit_name(seq)
-    try:
-        commit = parse_entry(data, relative).commit
-    except IntegrityError:
-        raise _damaged(relative, "it does not parse as registry.commit/1") from None
-    if commit.seq != seq:
-        raise _damaged(relative, f"sequence number {commit.seq} out of place")
-    if commit.prev != prev:
-        raise _damaged(relative, f"prev does not match the digest of commit {seq - 1}")
-    problems = path_problems(commit)
-    if problems:
-        raise _damaged(relative, problems[0])
-    return commit
+        return self.commit.seq
 
 
 def commit_name(seq: int) -> str:
@@ -198,14 +103,9 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
     can name every problem instead of stopping at the first.
 
     Commits up to the newest usable checkpoint are taken from it (one file per checkpoint
-    instead of one per commit). Its commits are re-hashed and their `prev` chain checked
-    from the bytes, ending at the digest of the commit file on disk, so they are the bytes
-    of the commit files; they were checked as commits (paths, segments named once) when the
-    checkpoint was written, and `registry verify` checks them again. They are parsed only
-    when a reader uses them (see `LedgerEntry`), which checks each one again. A checkpoint
-    that fails any check is not used (the commit files are read instead; `registry verify`
-    names it). Commits after it are read from their files and checked in full, a segment
-    they name against every earlier commit.
+    instead of one per commit): its commits are re-hashed, their `prev` chain checked, and
+    its last commit's digest compared with the commit file on disk. A checkpoint that fails
+    any check is not used (the commit files are read instead; `registry verify` names it).
 
     Raises:
         IntegrityError: a commit does not parse, is out of place, breaks the chain or names
@@ -215,61 +115,17 @@ def read_ledger(store: Store) -> list[LedgerEntry]:
 
     names = commit_names(store)
     entries = load_checkpointed(store, names)
-    claims = _Claims(entries)
+    claimed: set[str] = set()
+    for expected, entry in enumerate(entries, start=1):
+        _check_entry(entry, expected, entries[expected - 2].digest if expected > 1 else None)
+        _claim(entry, claimed)
     for expected, name in enumerate(names[len(entries) :], start=len(entries) + 1):
         entry = _read_next(
             store, f"ledger/{name}", expected, entries[-1].digest if entries else None
         )
-        claims.claim(entry)
+        _claim(entry, claimed)
         entries.append(entry)
     return entries
-
-
-_SEGMENT_TEXT = re.compile(rb"attempts/cohort=[0-9a-f]{64}/[0-9a-f]{64}\.parquet")
-
-
-class _Claims:
-    """The segment paths named by a ledger's commits, to refuse a segment named twice.
-
-    Commits read from a checkpoint are not parsed for this: a path a new commit names is
-    looked for in their bytes first (every segment path a commit names appears there as
-    written), and only a path found there is checked against the parsed commits.
-    """
-
-    def __init__(self, entries: list[LedgerEntry]) -> None:
-        self._exact: set[str] = set()
-        self._unparsed: list[LedgerEntry] = []
-        self._candidates: set[str] | None = None
-        for entry in entries:
-            if entry.parsed:
-                self._exact.update(segment_paths(entry.commit))
-            else:
-                self._unparsed.append(entry)
-
-    def claim(self, entry: LedgerEntry) -> None:
-        """Record the segments `entry` names, refusing one an earlier commit names."""
-        for path in segment_paths(entry.commit):
-            if path in self._exact or self._named_unparsed(path):
-                raise _damaged(
-                    commit_name(entry.seq), f"{path} is already named by an earlier commit"
-                )
-            self._exact.add(path)
-
-    def _named_unparsed(self, path: str) -> bool:
-        if not self._unparsed:
-            return False
-        if self._candidates is None:
-            self._candidates = set()
-            for entry in self._unparsed:
-                if entry.parsed:
-                    self._candidates.update(segment_paths(entry.commit))
-                else:
-                    assert entry._data is not None
-                    found = _SEGMENT_TEXT.findall(entry._data)
-                    self._candidates.update(text.decode() for text in found)
-        if path not in self._candidates:
-            return False
-        return any(path in segment_paths(entry.commit) for entry in self._unparsed)
 
 
 class LedgerSnapshot:
@@ -285,7 +141,7 @@ class LedgerSnapshot:
     def __init__(self, store: Store, entries: list[LedgerEntry] | None = None) -> None:
         self.store = store
         self.entries = read_ledger(store) if entries is None else entries
-        self._claims: _Claims | None = None
+        self._claimed: set[str] | None = None
 
     @property
     def head(self) -> tuple[int, str | None]:
@@ -301,14 +157,16 @@ class LedgerSnapshot:
         names = commit_names(self.store)
         known = len(self.entries)
         if names[:known] != [f"{seq:012d}.json" for seq in range(1, known + 1)]:
-            self.entries, self._claims = read_ledger(self.store), None
+            self.entries, self._claimed = read_ledger(self.store), None
             return self.entries
-        if self._claims is None and len(names) > known:
-            self._claims = _Claims(self.entries)
+        if self._claimed is None and len(names) > known:
+            self._claimed = set()
+            for entry in self.entries:
+                _claim(entry, self._claimed)
         for expected, name in enumerate(names[known:], start=known + 1):
             entry = _read_next(self.store, f"ledger/{name}", expected, self.head[1])
-            assert self._claims is not None
-            self._claims.claim(entry)
+            assert self._claimed is not None
+            _claim(entry, self._claimed)
             self.entries.append(entry)
         return self.entries
 
@@ -334,6 +192,13 @@ def _check_entry(entry: LedgerEntry, expected: int, prev: str | None) -> None:
     problems = path_problems(entry.commit)
     if problems:
         raise _damaged(relative, problems[0])
+
+
+def _claim(entry: LedgerEntry, claimed: set[str]) -> None:
+    for path in segment_paths(entry.commit):
+        if path in claimed:
+            raise _damaged(commit_name(entry.seq), f"{path} is already named by an earlier commit")
+        claimed.add(path)
 
 
 def segment_paths(commit: Commit) -> list[str]:
