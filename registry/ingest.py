@@ -165,7 +165,7 @@ def ingest(
                 store, lambda key: batch.segments_by_cohort.get(key, []), entries
             )
             batch.retracted = set(retracted_ids(entries))
-            with _checker_pool(sources, context) as pool:
+            with _checker_pool(sources, context, forkable=local) as pool:
                 for source in sources:
                     if pool is not None and source.format in NATIVE_FORMATS:
                         _feed_parallel(batch, pool, source, tick)
@@ -297,17 +297,19 @@ _WORKERS = 2
 
 @contextlib.contextmanager
 def _checker_pool(
-    sources: list[Source], context: ImportContext
+    sources: list[Source], context: ImportContext, forkable: bool
 ) -> Iterator[ProcessPoolExecutor | None]:
     """Worker processes for `_check_chunk`, or None where the sequential path must run.
 
     Only for native formats without `--envelope` (which changes records before their
     digests), when a core is idle, from a process with no other thread (forking a threaded
-    process can deadlock).
+    process can deadlock). `forkable` is false on an object root: its client runs threads
+    that `threading` does not see.
     """
     native = sum(s.size for s in sources if s.format in NATIVE_FORMATS and s.path)
     usable = (
-        native >= PARALLEL_MIN_BYTES
+        forkable
+        and native >= PARALLEL_MIN_BYTES
         and not context.envelope
         and _spare_core()
         and "fork" in mp.get_all_start_methods()

@@ -125,3 +125,24 @@ def test_a_prefix_holding_other_objects_is_not_made_a_registry(s3_prefix, monkey
         "choose an empty prefix"
     )
     assert [m["path"] for b in obstore.list(s3_prefix.store()) for m in b] == ["data/report.csv"]
+
+
+def test_ingest_into_a_bucket_never_forks_workers(s3_prefix, monkeypatch, tmp_path):
+    import importlib
+
+    from tests.conftest import make_record, write_jsonl
+
+    ingest_module = importlib.import_module("registry.ingest")  # `registry.ingest` is a function
+
+    for key, value in s3_prefix.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("REGISTRY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(ingest_module, "_spare_core", lambda: True)
+    monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
+    forked: list[str] = []
+    monkeypatch.setattr(ingest_module, "_feed_parallel", lambda *a: forked.append("fork"))
+    records = [make_record(task_id=f"task-{t}") for t in range(3)]
+
+    result = registry.ingest(s3_prefix.url, [str(write_jsonl(tmp_path / "a.jsonl", records))])
+
+    assert forked == [] and result.new == 3
