@@ -46,7 +46,7 @@ from registry.importers.sources import (
     resolve_sources,
     validate_payload,
 )
-from registry.storage import ledger
+from registry.storage import ledger, merkle
 from registry.storage.digest import digest_file
 from registry.storage.store import MARKER, Store, is_url, open_store, remove_empty_store
 from registry.storage.tables import (
@@ -175,7 +175,10 @@ def ingest(
             batch.admission.check_regrades()
             segments = _write_segments(batch)
             checkpoint("after-temp-segments")
-            commit, segments = _commit(batch, sources, segments)
+            try:
+                commit, segments = _commit(batch, sources, segments)
+            finally:
+                merkle.forget_ids()
             checkpoint("after-commit")
     except BaseException:
         if fresh and ledger.head_seq(store) == 0:
@@ -577,10 +580,12 @@ def _describe(
     digest = digest_file(temp)
     if task_ids is None:
         task_ids = cohort.task_ids
+    path = batch.store.segment_path(cohort.key, digest)
+    merkle.remember_ids(path, table.column("attempt_id").to_pylist())
     return {
         "_temp": temp,
         "_schema": table.schema,
-        "path": batch.store.segment_path(cohort.key, digest),
+        "path": path,
         "digest": digest,
         "rows": len(table),
         "cohort_key": cohort.key,

@@ -208,12 +208,28 @@ def verify_consistency(
     return sn == 0 and fr == old_root and sr == new_root
 
 
+_WRITTEN: dict[str, list[str]] = {}
+"""Attempt ids of the segments this process wrote, by path (a path names its bytes for good)."""
+
+
+def remember_ids(path: str, attempt_ids: list[str]) -> None:
+    """Record the ids of a segment just written, so the commit's tree need not read it back."""
+    _WRITTEN[path] = attempt_ids
+
+
+def forget_ids() -> None:
+    """Drop the remembered ids (once the commit naming the segments is written)."""
+    _WRITTEN.clear()
+
+
 def ids_of_segment(store: Store, path: str) -> list[str]:
     """Return the attempt ids of a segment file in row order.
 
     Raises:
         IntegrityError: the file is missing or unreadable.
     """
+    if path in _WRITTEN:  # content-addressed: the ids this process wrote at that path
+        return _WRITTEN[path]
     import pyarrow as pa
 
     from registry.storage.tables import read_segment
