@@ -316,7 +316,7 @@ def _checker_pool(
         and not context.envelope
         and _spare_core()
         and "fork" in mp.get_all_start_methods()
-        and threading.active_count() == 1
+        and _single_threaded()
     )
     if not usable:
         yield None
@@ -326,6 +326,11 @@ def _checker_pool(
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs no other Python thread (forking a threaded one can deadlock)."""
+    return threading.active_count() == 1
 
 
 def _spare_core() -> bool:

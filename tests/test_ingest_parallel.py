@@ -37,6 +37,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _force(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingest_module, "_spare_core", lambda: True)
+    # threads an earlier test left idle in this worker process would turn the pool off
+    monkeypatch.setattr(ingest_module, "_single_threaded", lambda: True)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest_module, "_CHUNK_RECORDS", 3)
 
