@@ -138,6 +138,7 @@ def test_ingest_into_a_bucket_never_forks_workers(s3_prefix, monkeypatch, tmp_pa
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("REGISTRY_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(ingest_module, "_spare_core", lambda: True)
+    monkeypatch.setattr(ingest_module, "_single_threaded", lambda: True)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
     forked: list[str] = []
     monkeypatch.setattr(ingest_module, "_feed_parallel", lambda *a: forked.append("fork"))
