@@ -390,7 +390,7 @@ def test_mcnemar_matches_scipy_binomtest(gained: int, lost: int) -> None:
     assert math.isclose(stats.mcnemar_exact(gained, lost), expected, abs_tol=1e-12)
 
 
-@settings(max_examples=30, deadline=None)  # multipletests costs ~50 ms a call
+@settings(max_examples=12, deadline=None)  # multipletests costs ~50 ms a call
 @given(
     st.lists(st.sampled_from([0.001, 0.01, 0.02, 0.03, 0.2, 0.5, 1.0]), min_size=1, max_size=8),
     st.data(),

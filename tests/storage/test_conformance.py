@@ -240,7 +240,7 @@ def race(root: Root, tmp_path: Path, writers: int, rounds: int) -> None:
 
 
 def test_racing_writers(root, tmp_path):
-    race(root, tmp_path, writers=8, rounds=2)
+    race(root, tmp_path, writers=8, rounds=1)  # 20 rounds: -m race
 
 
 @pytest.mark.race
