@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from registry.errors import IntegrityError, QueryError, ReadOnlyQueryError, StorageError
+from registry.errors import QueryError, ReadOnlyQueryError, StorageError
 from registry.evidence.rule import register_evidence, register_rows
-from registry.storage.digest import digest_file
 from registry.storage.ledger import (
     LedgerEntry,
     LedgerSnapshot,
@@ -401,26 +400,6 @@ def _confine(
     con.execute("SET lock_configuration = true")
 
 
-def _check_segment(store: Store, segment: SegmentEntry) -> None:
-    """Hash a segment about to be read and compare it with the digest its commit records.
-
-    Raises:
-        IntegrityError: the file is missing, unreadable or not the bytes its commit names.
-    """
-    try:
-        actual = digest_file(store.resolve(segment.path))
-    except FileNotFoundError:
-        raise IntegrityError(f"segment {segment.path} is missing; run 'registry verify'") from None
-    except OSError as exc:
-        raise IntegrityError(
-            f"segment {segment.path} cannot be read ({exc.strerror or exc}); run 'registry verify'"
-        ) from None
-    if actual != segment.digest:
-        raise IntegrityError(
-            f"segment {segment.path} is damaged (digest mismatch); run 'registry verify'"
-        )
-
-
 def _segment_table(
     store: Store, entries: list[LedgerEntry], wanted: set[str] | None
 ) -> list[tuple[str, int, bool]]:
@@ -432,7 +411,7 @@ def _segment_table(
     for segment, seq, packed in _live_segments(entries):
         if wanted is not None and wanted.isdisjoint(segment.task_ids):
             continue
-        _check_segment(store, segment)
+        store.checked_segment(segment.path, segment.digest)
         rows.append((str(store.resolve(segment.path)), seq, packed))
     return rows
 

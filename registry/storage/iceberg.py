@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from registry.errors import IntegrityError, RegistryError
+from registry.errors import RegistryError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,10 +186,12 @@ def publish_iceberg(
     catalog = open_catalog(catalog_uri, warehouse, s3_properties() if in_bucket else None)
     evidence_name = f"{namespace}.{name}"
     retractions_name = f"{namespace}.{name}{RETRACTIONS_SUFFIX}"
+    from registry.evidence.retract import retractions_schema
+
     with _catalog_errors(catalog_uri, evidence_name):
         catalog.create_namespace_if_not_exists(namespace)
         evidence = _load_or_create(catalog, evidence_name, _evidence_schema())
-        retracted = _load_or_create(catalog, retractions_name, _retractions_schema())
+        retracted = _load_or_create(catalog, retractions_name, retractions_schema())
     previous = _published_head(evidence, evidence_name, entries)
     result = PublishResult(evidence_name, retractions_name, head.seq, head.digest, False)
     result.previous_seq = previous
@@ -362,20 +364,6 @@ def _evidence_schema() -> pa.Schema:
     return ATTEMPT_SCHEMA.append(COMMIT_SEQ.with_nullable(True))
 
 
-def _retractions_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            pa.field("attempt_id", pa.string(), False),
-            pa.field("commit_seq", pa.int64(), False),
-            pa.field("commit_digest", pa.string(), False),
-            pa.field("reason", pa.string(), False),
-            pa.field("created_at", pa.timestamp("us", tz="UTC"), False),
-        ]
-    )
-
-
 def _published_head(table: Table, name: str, entries: list[LedgerEntry]) -> int | None:
     """Return the ledger sequence `table` was last published at (None: never).
 
@@ -407,7 +395,7 @@ def _publish_retractions(table: Table, name: str, entries: list[LedgerEntry]) ->
     """Append the retractions committed since the table's last head; return how many."""
     import pyarrow as pa
 
-    from registry.evidence.retract import retracted_ids
+    from registry.evidence.retract import retracted_ids, retractions_schema
 
     head = entries[-1]
     previous = _published_head(table, name, entries) or 0
@@ -418,7 +406,7 @@ def _publish_retractions(table: Table, name: str, entries: list[LedgerEntry]) ->
         for attempt_id, info in retracted_ids(entries).items()
         if info.commit_seq > previous
     )
-    schema = _retractions_schema()
+    schema = retractions_schema()
     rows = pa.table(
         {
             "attempt_id": [a for _, a, _ in fresh],
@@ -492,7 +480,6 @@ def _publish_segments(
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
     from pyiceberg.table import TableProperties
 
-    from registry.storage.digest import digest_file
     from registry.storage.pack import live_segments
 
     live = live_segments(entries)
@@ -503,18 +490,8 @@ def _publish_segments(
     local: dict[str, Path] = {}
     for uri in added:
         segment = wanted[uri]
-        try:
-            # On a bucket root: fetched into the cache (checked against its name) when absent.
-            local[uri] = store.resolve(segment.path)
-            actual = digest_file(local[uri])
-        except OSError:
-            raise IntegrityError(
-                f"segment {segment.path} is missing or unreadable; run 'registry verify'"
-            ) from None
-        if actual != segment.digest:
-            raise IntegrityError(
-                f"segment {segment.path} is damaged (digest mismatch); run 'registry verify'"
-            )
+        # On a bucket root: fetched into the cache (checked against its name) when absent.
+        local[uri] = store.checked_segment(segment.path, segment.digest)
     copies = _verified_copies_io(local)
     with table.transaction() as tx:
         if tx.table_metadata.name_mapping() is None:

@@ -299,18 +299,7 @@ class ConsistencyProof:
 
 def _checked_ids(store: Store, segment: SegmentEntry) -> list[str]:
     """Return a segment's attempt ids after checking its bytes against its digest."""
-    from registry.storage.digest import digest_file
-
-    try:
-        actual = digest_file(store.resolve(segment.path))
-    except OSError:
-        raise IntegrityError(
-            f"segment {segment.path} is missing or unreadable; run 'registry verify'"
-        ) from None
-    if actual != segment.digest:
-        raise IntegrityError(
-            f"segment {segment.path} is damaged (digest mismatch); run 'registry verify'"
-        )
+    store.checked_segment(segment.path, segment.digest)
     return ids_of_segment(store, segment.path)
 
 

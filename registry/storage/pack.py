@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from registry.errors import IntegrityError
 from registry.storage import ledger
 from registry.storage.digest import digest_file
 from registry.storage.store import Store
@@ -103,18 +102,10 @@ def attributed_table(store: Store, live: LiveSegment, check: bool = True) -> pa.
 
     from registry.storage.tables import read_segment
 
-    path = store.resolve(live.segment.path)
     if check:
-        try:
-            actual = digest_file(path)
-        except OSError:
-            raise IntegrityError(
-                f"segment {live.segment.path} is missing or unreadable; run 'registry verify'"
-            ) from None
-        if actual != live.segment.digest:
-            raise IntegrityError(
-                f"segment {live.segment.path} is damaged (digest mismatch); run 'registry verify'"
-            )
+        path = store.checked_segment(live.segment.path, live.segment.digest)
+    else:
+        path = store.resolve(live.segment.path)
     table = read_segment(path)
     if live.packed:
         return table

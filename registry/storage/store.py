@@ -201,6 +201,30 @@ class Store:
                 raise storage_error(exc, local) from exc
         return local
 
+    def checked_segment(self, relative: str, digest: str) -> Path:
+        """Return a local file of the segment at `relative` after checking it is `digest`.
+
+        Every reader of a segment goes through here, so none answers from damaged bytes.
+
+        Raises:
+            IntegrityError: the segment is missing, unreadable or not the bytes its commit
+                names (the one line says to run `registry verify`).
+        """
+        try:
+            path = self.resolve(relative)
+            actual = digest_file(path)
+        except FileNotFoundError:
+            raise IntegrityError(f"segment {relative} is missing; run 'registry verify'") from None
+        except OSError as exc:
+            raise IntegrityError(
+                f"segment {relative} cannot be read ({exc.strerror or exc}); run 'registry verify'"
+            ) from None
+        if actual != digest:
+            raise IntegrityError(
+                f"segment {relative} is damaged (digest mismatch); run 'registry verify'"
+            )
+        return path
+
     def read_bytes(self, relative: str) -> bytes:
         """Return the bytes of an object (ledger commits always from the backend itself).
 
