@@ -181,7 +181,7 @@ def _build(
     _register_retractions(con, retracted)
     con.execute(_MACROS)
     con.execute(_ATTEMPTS_ALL_VIEW)
-    register_evidence(con, retracted, include_retracted)
+    register_evidence(con, retracted, include_retracted, rows="_attempt_rows")
     for sql in (
         _COHORTS_VIEW,
         _SYSTEMS_VIEW,

@@ -212,16 +212,19 @@ def register_evidence(
     retracted: Iterable[str] = (),
     include_retracted: bool = False,
     derived: bool = True,
+    rows: str = "_attempts_all",
 ) -> None:
     """Create the evidence views (`attempts`, `samples`, `lineage`) over `_attempts_all`.
 
     `_attempts_all` must already hold every visible attempt with its provenance columns;
     `retracted` names the attempt ids retracted in the ledger read. Without `derived`, only
     `_evidence` and `attempts` are created (`samples` and `lineage` are built on them and
-    change nothing in them).
+    change nothing in them). The cohorts and regrade edges are read from `rows`: a relation
+    with the same attempts that may hold one attempt twice (two writers stored it) and is
+    cheaper to scan than `_attempts_all` where that is a view deduplicating them.
     """
     cohorts = con.execute(
-        "SELECT cohort_key, any_value(inputs) FROM _attempts_all GROUP BY cohort_key"
+        f"SELECT cohort_key, any_value(inputs) FROM {rows} GROUP BY cohort_key"
     ).fetchall()
     register_rows(
         con,
@@ -229,8 +232,8 @@ def register_evidence(
         [("cohort_key", "VARCHAR"), ("configuration_digest", "VARCHAR")],
         [(key, configuration_digest(_parsed(inputs))) for key, inputs in cohorts],
     )
-    edges = con.execute(
-        "SELECT attempt_id, derived_from FROM _attempts_all WHERE derived_from IS NOT NULL"
+    edges = con.execute(  # one attempt id names one record: DISTINCT drops stored twins
+        f"SELECT DISTINCT attempt_id, derived_from FROM {rows} WHERE derived_from IS NOT NULL"
     ).fetchall()
     depths = lineage_depths(dict(edges))
     register_rows(
