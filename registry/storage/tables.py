@@ -113,8 +113,17 @@ def write_segment(table: pa.Table, path: Path) -> None:
 
 
 def read_segment(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read a segment (or some of its columns)."""
-    return pq.read_table(path, columns=list(columns) if columns else None)
+    """Read a segment (or some of its columns).
+
+    Through `ParquetFile`, not `read_table`: one file needs no dataset discovery, which costs
+    about half of reading a small segment (the tables are equal, schema metadata included).
+    """
+    with pq.ParquetFile(path) as handle:
+        names = handle.schema_arrow.names
+        missing = [column for column in columns or () if column not in names]
+        if missing:  # `ParquetFile.read` would leave it out silently; not a segment
+            raise pa.ArrowInvalid(f"{path}: no column {missing[0]}")
+        return handle.read(columns=list(columns) if columns else None)
 
 
 def read_parquet_batches(path: Path, batch_rows: int) -> Iterable[pa.RecordBatch]:
