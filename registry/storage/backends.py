@@ -1,8 +1,8 @@
 """Where a registry's objects live: a local directory or an S3-compatible bucket.
 
-A backend does four things, all on root-relative names (`ledger/000000000001.json`):
-create an object only if the name is free, read one, list names under a prefix, and tell
-whether a name exists. Nothing is ever overwritten or deleted, so the registry layout and
+A backend does three things, all on root-relative names (`ledger/000000000001.json`):
+create an object only if the name is free, read one (whole or into a file), and list names
+under a prefix. Nothing is ever overwritten or deleted, so the registry layout and
 its bytes are the same on every backend: a directory copied into a bucket verifies there.
 
 `LocalBackend` publishes a fully written temporary file with a hard link (which fails when
@@ -57,14 +57,8 @@ class Backend(Protocol):
     def download(self, relative: str, target: Path) -> None:
         """Write the bytes of an object into the local file `target`."""
 
-    def exists(self, relative: str) -> bool:
-        """Whether an object has this name."""
-
     def list(self, prefix: str) -> list[str]:
         """Root-relative names of every object under `prefix/`, at any depth, sorted."""
-
-    def local_path(self, relative: str) -> Path | None:
-        """The object's own local file, when the backend is a directory."""
 
 
 @dataclass(frozen=True)
@@ -155,18 +149,6 @@ class ObjectBackend:
         except Exception as exc:
             raise self._error(exc, relative, "read") from None
 
-    def exists(self, relative: str) -> bool:
-        import obstore
-        from obstore.exceptions import NotFoundError
-
-        try:
-            obstore.head(self.store, relative)
-        except (FileNotFoundError, NotFoundError):
-            return False
-        except Exception as exc:
-            raise self._error(exc, relative, "read") from None
-        return True
-
     def list(self, prefix: str) -> list[str]:
         import obstore
 
@@ -178,9 +160,6 @@ class ObjectBackend:
             )
         except Exception as exc:
             raise self._error(exc, prefix, "list") from None
-
-    def local_path(self, relative: str) -> Path | None:
-        return None
 
     def _error(self, exc: Exception, relative: str, action: str) -> StorageError:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

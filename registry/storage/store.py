@@ -91,9 +91,6 @@ class LocalBackend:
     def download(self, relative: str, target: Path) -> None:
         shutil.copyfile(self.root / relative, target)
 
-    def exists(self, relative: str) -> bool:
-        return (self.root / relative).is_file()
-
     def list(self, prefix: str) -> list[str]:
         """Every file under `prefix`, root-relative, sorted.
 
@@ -117,9 +114,6 @@ class LocalBackend:
                     elif entry.is_file():
                         names.append(relative + entry.name)
         return sorted(names)
-
-    def local_path(self, relative: str) -> Path | None:
-        return self.root / relative
 
 
 @dataclass(frozen=True)
@@ -239,10 +233,6 @@ class Store:
         """Root-relative names of the objects under `prefix/`, at any depth, sorted."""
         return self.backend.list(prefix)
 
-    def exists(self, relative: str) -> bool:
-        """Whether an object has this name."""
-        return self.backend.exists(relative)
-
     @contextlib.contextmanager
     def temp_area(self) -> Iterator[Path]:
         """Yield a private temporary directory that is removed afterwards, whatever happens.
@@ -291,13 +281,17 @@ class Store:
                         f"{self.location}/{relative}: an object with other bytes holds this "
                         "digest's name; run registry verify"
                     )
-        self._keep(temp_file, relative, expected)
+        self._keep(temp_file, relative)
         return created
 
-    def _keep(self, written: Path, relative: str, expected: str) -> None:
-        """Put the bytes just written to an object root into the cache: no need to fetch them."""
+    def _keep(self, written: Path, relative: str) -> None:
+        """Put the bytes just written to an object root into the cache: no need to fetch them.
+
+        Writers name an object by the digest of the very bytes they wrote, so they are not
+        hashed again here.
+        """
         local = self.root / relative
-        if local.is_file() or not self.check_fetched or digest_file(written) != expected:
+        if local.is_file() or not self.check_fetched:
             return
         try:
             local.parent.mkdir(parents=True, exist_ok=True)
