@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,13 @@ INPUTS = {
     "agent_system_digest": "blake3:" + "a" * 64,
     "environment_digest": "blake3:" + "e" * 64,
 }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep every cache the tests write (object roots, stored evidence) out of the home folder."""
+    if "REGISTRY_CACHE" not in os.environ:
+        os.environ["REGISTRY_CACHE"] = str(tmp_path_factory.mktemp("registry-cache"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

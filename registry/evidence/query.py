@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from registry.errors import QueryError, ReadOnlyQueryError, StorageError
-from registry.evidence.rule import register_evidence, register_rows
+from registry.evidence.rule import register_evidence, register_rows, register_stored_evidence
 from registry.storage.ledger import (
     LedgerEntry,
     LedgerSnapshot,
@@ -46,16 +46,34 @@ SEGMENT_COLUMNS = ("attempt_id", "cohort_key", *AttemptRecord.model_fields)
 """Column names of a segment, in order (`registry.storage.tables.ATTEMPT_SCHEMA`'s names,
 without importing pyarrow: a read that DuckDB answers alone never loads it)."""
 
+# An attempt stored twice (two writers raced, or a pack copied rows that a later ingest
+# stored again) counts once, as the copy of its earliest commit: `_stored_twins` lists every
+# other copy. Attempt ids are grouped first so that only ids stored more than once are ranked,
+# and the (usually empty) list is a table computed once per connection: every query then
+# pays only an anti-join with it, where ranking all rows by attempt id cost every query
+# seconds at a million attempts.
+_TWINS = """
+CREATE {kind} _stored_twins AS
+SELECT attempt_id, filename FROM (
+    SELECT r.attempt_id, r.filename, row_number() OVER (
+               PARTITION BY r.attempt_id
+               ORDER BY coalesce(r.commit_seq, s.commit_seq), r.filename) AS copy
+    FROM _attempt_rows r JOIN _segments s ON r.filename = s.path
+    WHERE r.attempt_id IN (
+        SELECT attempt_id FROM _attempt_rows GROUP BY attempt_id HAVING count(*) > 1))
+WHERE copy > 1
+"""
 # Each row is attributed to the commit that added it: its segment's commit, or for a packed
 # segment (which merges rows of many commits) the `commit_seq` the row carries.
-_ATTEMPTS_ALL_VIEW = """
-CREATE VIEW _attempts_all AS
+_ATTEMPTS_ALL = """
+CREATE {kind} _attempts_all AS
 SELECT r.* EXCLUDE (filename, commit_seq), c.commit_seq, c.commit_digest, c.source,
        c.ingested_at
 FROM _attempt_rows r JOIN _segments s ON r.filename = s.path
 JOIN _provenance c ON c.commit_seq = coalesce(r.commit_seq, s.commit_seq)
-QUALIFY row_number() OVER (PARTITION BY r.attempt_id ORDER BY c.commit_seq, s.path) = 1
+ANTI JOIN _stored_twins t ON t.attempt_id = r.attempt_id AND t.filename = r.filename
 """
+
 
 _COHORTS_VIEW = """
 CREATE VIEW cohorts AS
@@ -146,14 +164,15 @@ def connect(
         list(snapshot.entries) if snapshot is not None else read_ledger(store), as_of
     )
     wanted = None if task_ids is None else set(task_ids)
-    segments = _segment_table(store, entries, wanted)
+    stored = None if wanted is not None else _stored_evidence(store, entries)
+    segments = [] if stored is not None else _segment_table(store, entries, wanted)
     con = duckdb.connect(":memory:", config={"threads": 2})
     try:
         if evidence_only:
-            _build_evidence(con, entries, segments, include_retracted, wanted is not None)
+            _build_evidence(con, entries, segments, include_retracted, wanted is not None, stored)
         else:
-            _build(con, store, entries, segments, include_retracted, layer_views)
-        _confine(con, store, temp_directory, memory_limit)
+            _build(con, store, entries, segments, include_retracted, layer_views, stored)
+        _confine(con, store, temp_directory, memory_limit, stored)
     except BaseException:
         con.close()
         raise
@@ -167,21 +186,21 @@ def _build(
     segments: list[tuple[str, int, bool]],
     include_retracted: bool,
     layer_views: Iterable[str],
+    stored: Path | None,
 ) -> None:
     # Helper tables are bound as DuckDB lists: converting Python values to Arrow would
     # import pandas (when installed) on every command.
-    register_rows(
-        con, "_segments", [("path", "VARCHAR"), ("commit_seq", "BIGINT"), ("packed", "BOOLEAN")],
-        segments,
-    )  # fmt: skip
-    _attempt_rows(con, segments).create_view("_attempt_rows")
-    _register_provenance(con, entries)
     _register_commits(con, entries)
     retracted = _retracted_ids(entries)
     _register_retractions(con, retracted)
     con.execute(_MACROS)
-    con.execute(_ATTEMPTS_ALL_VIEW)
-    register_evidence(con, retracted, include_retracted, rows="_attempt_rows")
+    if stored is not None:
+        register_stored_evidence(con, str(stored), retracted, include_retracted)
+    else:
+        _register_rows_and_provenance(con, entries, segments)
+        con.execute(_TWINS.format(kind="TEMP TABLE"))
+        con.execute(_ATTEMPTS_ALL.format(kind="VIEW"))
+        register_evidence(con, retracted, include_retracted, rows="_attempt_rows")
     for sql in (
         _COHORTS_VIEW,
         _SYSTEMS_VIEW,
@@ -208,18 +227,59 @@ def _build_evidence(
     segments: list[tuple[str, int, bool]],
     include_retracted: bool,
     materialize: bool,
+    stored: Path | None = None,
 ) -> None:
     """Create `_attempts_all`, `_evidence` and `attempts` only (see `connect`)."""
+    con.execute(_IS_VALID_MACRO)
+    if stored is not None:
+        retracted = _retracted_ids(entries)
+        register_stored_evidence(con, str(stored), retracted, include_retracted, derived=False)
+        return
+    _register_rows_and_provenance(con, entries, segments)
+    # Task-scoped reads keep the task's rows in a table (the twins are found once, for it).
+    con.execute(_TWINS.format(kind="VIEW" if materialize else "TEMP TABLE"))
+    con.execute(_ATTEMPTS_ALL.format(kind="TEMP TABLE" if materialize else "VIEW"))
+    rows = "_attempts_all" if materialize else "_attempt_rows"
+    register_evidence(con, _retracted_ids(entries), include_retracted, derived=False, rows=rows)
+
+
+def _register_rows_and_provenance(
+    con: duckdb.DuckDBPyConnection,
+    entries: list[LedgerEntry],
+    segments: list[tuple[str, int, bool]],
+) -> None:
+    """Create `_attempt_rows` over the segments and the tables `_ATTEMPTS_ALL` joins."""
     register_rows(
         con, "_segments", [("path", "VARCHAR"), ("commit_seq", "BIGINT"), ("packed", "BOOLEAN")],
         segments,
     )  # fmt: skip
     _attempt_rows(con, segments).create_view("_attempt_rows")
     _register_provenance(con, entries)
-    con.execute(_IS_VALID_MACRO)
-    kind = "TEMP TABLE" if materialize else "VIEW"
-    con.execute(_ATTEMPTS_ALL_VIEW.replace("CREATE VIEW", f"CREATE {kind}", 1))
-    register_evidence(con, _retracted_ids(entries), include_retracted, derived=False)
+
+
+def _stored_evidence(store: Store, entries: list[LedgerEntry]) -> Path | None:
+    """Return the cached evidence file of `entries`, written first if it is missing.
+
+    None when the ledger read is too small for the file to pay off or the cache cannot be
+    written (`registry.evidence.cache`): the views are then built over the segments.
+    """
+    from registry.evidence import cache
+
+    if not cache.wanted(entries):
+        return None
+    key = cache.evidence_key(entries)
+    if key is None:
+        return None
+    path = cache.cached_file(store, key)
+    if path is not None:
+        return path
+    segments = _segment_table(store, entries, None)
+    con = duckdb.connect(":memory:", config={"threads": 2})
+    try:
+        _build_evidence(con, entries, segments, True, False)
+        return cache.write(store, key, con)
+    finally:
+        con.close()
 
 
 def open_database(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
@@ -389,13 +449,17 @@ def _confine(
     store: Store,
     temp_directory: Path | None,
     memory_limit: str | None,
+    stored: Path | None = None,
 ) -> None:
     # The temporary directory is set before access is confined: DuckDB allows reading it
     # implicitly, and its default is `<working directory>/.tmp`. An empty value: no spilling.
     con.execute("SET temp_directory = ?", [str(temp_directory) if temp_directory else ""])
     if memory_limit is not None:
         con.execute("SET memory_limit = ?", [memory_limit])
-    con.execute("SET allowed_directories = ?", [[str(store.attempts_dir) + "/"]])
+    allowed = [str(store.attempts_dir) + "/"]
+    if stored is not None:
+        allowed.append(str(stored.parent) + "/")
+    con.execute("SET allowed_directories = ?", [allowed])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 

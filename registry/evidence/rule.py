@@ -71,14 +71,53 @@ LEFT JOIN (SELECT DISTINCT derived_from AS attempt_id FROM _lineage) p
 LEFT JOIN _retracted r ON r.attempt_id = a.attempt_id
 """
 
-_ATTEMPTS_VIEW = """
+SLOT_CONFLICT = (
+    "count(*) FILTER (is_valid(terminal_class){also}) OVER ("
+    "PARTITION BY experiment_id, task_id, repeat_index, cohort_key, system, run) > 1"
+)
+"""The slot rule: more than one valid outcome in one slot (`{also}` narrows the attempts)."""
+_ATTEMPTS_VIEW = f"""
 CREATE VIEW attempts AS
-SELECT *,
-       count(*) FILTER (is_valid(terminal_class)) OVER (
-           PARTITION BY experiment_id, task_id, repeat_index, cohort_key, system, run) > 1
-           AS slot_conflict
-FROM _evidence WHERE {where}
+SELECT *, {SLOT_CONFLICT.format(also="")} AS slot_conflict
+FROM _evidence WHERE {{where}}
 """
+EVIDENCE_COLUMNS = (
+    "system",
+    "run",
+    "configuration_digest",
+    "generation",
+    "lineage_depth",
+    "regraded",
+    "retracted",
+)
+"""Columns `_evidence` adds to `_attempts_all`, in order."""
+STORED_SLOT_VISIBLE = "_slot_conflict_visible"
+STORED_SLOT_ALL = "_slot_conflict_all"
+_SLOT_CONFLICTS = f"""
+CREATE TEMP TABLE _slot_conflicts AS
+SELECT * FROM (
+    SELECT attempt_id, {SLOT_CONFLICT.format(also=" AND NOT retracted")} AS visible,
+           {SLOT_CONFLICT.format(also="")} AS among_all
+    FROM (SELECT attempt_id, experiment_id, task_id, repeat_index, cohort_key, system, run,
+                 terminal_class, retracted FROM _evidence))
+WHERE visible OR among_all
+"""
+STORED_EVIDENCE = f"""
+SELECT e.*, coalesce(c.visible, false) AS {STORED_SLOT_VISIBLE},
+       coalesce(c.among_all, false) AS {STORED_SLOT_ALL}
+FROM _evidence e LEFT JOIN _slot_conflicts c ON c.attempt_id = e.attempt_id
+"""
+"""What `registry.evidence.cache` stores: every row of `_evidence` (retracted ones too) with
+the slot rule's verdict among the visible attempts and among all of them (`stored_evidence`
+prepares the connection). The rule runs over the narrow slot columns only and its (usually
+few) conflicts are joined back: ranking the wide rows costs seconds at a million attempts."""
+
+
+def stored_evidence(con: duckdb.DuckDBPyConnection) -> str:
+    """Prepare `con` (holding `_evidence`) and return the query of `STORED_EVIDENCE`."""
+    con.execute(_SLOT_CONFLICTS)
+    return STORED_EVIDENCE
+
 
 _CLASS_COUNTS = ",\n       ".join(
     f"count(*) FILTER (terminal_class = '{name}') AS {name}" for name in CLASSES
@@ -247,6 +286,41 @@ def register_evidence(
     )
     con.execute(_EVIDENCE_VIEW)
     con.execute(_ATTEMPTS_VIEW.format(where="true" if include_retracted else "NOT retracted"))
+    if derived:
+        con.execute(_SAMPLES_VIEW)
+        con.execute(_LINEAGE_VIEW)
+
+
+def register_stored_evidence(
+    con: duckdb.DuckDBPyConnection,
+    path: str,
+    retracted: Iterable[str] = (),
+    include_retracted: bool = False,
+    derived: bool = True,
+) -> None:
+    """Create the evidence views over a Parquet file holding `STORED_EVIDENCE`'s rows.
+
+    The views have the columns and rows `register_evidence` gives over the same ledger read:
+    `_attempts_all` and `_evidence` are the file without the added columns, `attempts` takes
+    the slot verdict of the reading mode (retracted attempts hidden or shown).
+    """
+    register_rows(
+        con, "_retracted", [("attempt_id", "VARCHAR")], [(a,) for a in sorted(set(retracted))]
+    )
+    stored = f"read_parquet('{path}')"
+    slots = f"{STORED_SLOT_VISIBLE}, {STORED_SLOT_ALL}"
+    con.execute(
+        f"CREATE VIEW _attempts_all AS SELECT * EXCLUDE ({', '.join(EVIDENCE_COLUMNS)}, {slots})"
+        f" FROM {stored}"
+    )
+    con.execute(f"CREATE VIEW _evidence AS SELECT * EXCLUDE ({slots}) FROM {stored}")
+    verdict, where = (
+        (STORED_SLOT_ALL, "true") if include_retracted else (STORED_SLOT_VISIBLE, "NOT retracted")
+    )
+    con.execute(
+        f"CREATE VIEW attempts AS SELECT * EXCLUDE ({slots}), {verdict} AS slot_conflict"
+        f" FROM {stored} WHERE {where}"
+    )
     if derived:
         con.execute(_SAMPLES_VIEW)
         con.execute(_LINEAGE_VIEW)
