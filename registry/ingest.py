@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from registry._faults import checkpoint
 from registry.errors import InvalidRecordError, LedgerConflictError
-from registry.evidence.admission import Admission
+from registry.evidence.admission import Admission, id_key
 from registry.evidence.keys import derive_keys, record_json
 from registry.evidence.retract import retracted_ids
 from registry.importers import ImportContext, parse_envelope
@@ -111,7 +111,8 @@ class _Batch:
     spill_due: bool = False
     """`spill_rows` rows have been buffered: the part file is written when the next one comes
     (never if the input ends first: the rows go straight to their segments)."""
-    seen: set[str] = field(default_factory=set)
+    seen: set[bytes | str] = field(default_factory=set)
+    """Attempt ids (`admission.id_key`) admitted from this input."""
     known: dict[str, set[str]] = field(default_factory=dict)
     segments_by_cohort: dict[str, list[str]] = field(default_factory=dict)
     base_seq: int = 0
@@ -250,14 +251,14 @@ def _admit(
 ) -> bool:
     """Count a valid record; True if it is new (admitted), False if already present."""
     batch.read += 1
-    if attempt_id in batch.seen or attempt_id in _known_ids(batch, cohort_key):
+    key = id_key(attempt_id)
+    if key in batch.seen or attempt_id in _known_ids(batch, cohort_key):
         batch.present += 1
         if attempt_id in batch.retracted:
             batch.resurrections += 1
         return False
     assert batch.admission is not None
-    batch.admission.admit(source.label, location, record, attempt_id, cohort_key)
-    batch.seen.add(attempt_id)
+    batch.seen.add(batch.admission.admit(source.label, location, record, attempt_id, cohort_key))
     cohort = batch.cohorts.get(cohort_key)
     if cohort is None:
         cohort = batch.cohorts[cohort_key] = _Cohort(cohort_key)
@@ -586,7 +587,7 @@ def _describe(
     if task_ids is None:
         task_ids = cohort.task_ids
     path = batch.store.segment_path(cohort.key, digest)
-    merkle.remember_ids(path, table.column("attempt_id").to_pylist())
+    merkle.remember_ids(path, table.column("attempt_id"))
     return {
         "_temp": temp,
         "_schema": table.schema,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import blake3
 
@@ -208,12 +208,14 @@ def verify_consistency(
     return sn == 0 and fr == old_root and sr == new_root
 
 
-_WRITTEN: dict[str, list[str]] = {}
-"""Attempt ids of the segments this process wrote, by path (a path names its bytes for good)."""
+_WRITTEN: dict[str, Any] = {}
+"""Attempt ids of the segments this process wrote, by path (a path names its bytes for good),
+each kept as the Arrow column it was written from: no Python object per attempt while an
+ingest of a million attempts waits to commit."""
 
 
-def remember_ids(path: str, attempt_ids: list[str]) -> None:
-    """Record the ids of a segment just written, so the commit's tree need not read it back."""
+def remember_ids(path: str, attempt_ids: Any) -> None:
+    """Record the ids (an Arrow column) of a segment just written, for the commit's tree."""
     _WRITTEN[path] = attempt_ids
 
 
@@ -229,7 +231,8 @@ def ids_of_segment(store: Store, path: str) -> list[str]:
         IntegrityError: the file is missing or unreadable.
     """
     if path in _WRITTEN:  # content-addressed: the ids this process wrote at that path
-        return _WRITTEN[path]
+        written: list[str] = _WRITTEN[path].to_pylist()
+        return written
     import pyarrow as pa
 
     from registry.storage.tables import read_segment
