@@ -114,8 +114,13 @@ class _Batch:
     seen: set[bytes | str] = field(default_factory=set)
     """Attempt ids (`admission.id_key`) admitted from this input."""
     known: dict[str, set[str]] = field(default_factory=dict)
+    """Attempt ids stored per cohort, loaded when a race is lost (`_known_ids`)."""
+    unread: dict[str, list[str]] = field(default_factory=dict)
+    """Segments committed by other writers since a cohort's `known` ids were loaded."""
     segments_by_cohort: dict[str, list[str]] = field(default_factory=dict)
     base_seq: int = 0
+    snapshot: ledger.LedgerSnapshot | None = None
+    """The ledger as this ingest read it, extended by the commits of writers it raced."""
     read: int = 0
     present: int = 0
     buffered: int = 0
@@ -160,7 +165,8 @@ def ingest(
     try:
         with store.temp_area() as area:
             batch = _Batch(store, area, spill_rows)
-            entries = ledger.read_ledger(store)
+            batch.snapshot = ledger.LedgerSnapshot(store)
+            entries = list(batch.snapshot.entries)
             _index_ledger(batch, entries)
             batch.admission = Admission(
                 store, lambda key: batch.segments_by_cohort.get(key, []), entries
@@ -201,18 +207,22 @@ def _index_ledger(batch: _Batch, entries: list[ledger.LedgerEntry]) -> None:
     for entry in entries:
         for segment in entry.commit.segments:
             batch.segments_by_cohort.setdefault(segment.cohort_key, []).append(segment.path)
-            batch.known.pop(segment.cohort_key, None)  # reload lazily with the new segment
+            if segment.cohort_key in batch.known:  # read with the cohort's next lookup
+                batch.unread.setdefault(segment.cohort_key, []).append(segment.path)
         batch.base_seq = entry.seq
 
 
 def _known_ids(batch: _Batch, cohort_key: str) -> set[str]:
-    if cohort_key not in batch.known:
-        ids: set[str] = set()
-        for path in batch.segments_by_cohort.get(cohort_key, []):
-            table = read_segment(batch.store.resolve(path), ["attempt_id"])
-            ids.update(table.column("attempt_id").to_pylist())
+    """The attempt ids stored in a cohort's committed segments (each segment read once)."""
+    if cohort_key in batch.known:
+        ids, paths = batch.known[cohort_key], batch.unread.pop(cohort_key, [])
+    else:
+        ids, paths = set(), batch.segments_by_cohort.get(cohort_key, [])
         batch.known[cohort_key] = ids
-    return batch.known[cohort_key]
+    for path in paths:
+        table = read_segment(batch.store.resolve(path), ["attempt_id"])
+        ids.update(table.column("attempt_id").to_pylist())
+    return ids
 
 
 def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
@@ -610,7 +620,8 @@ def _commit(
         _publish(batch.store, segments)
         checkpoint("after-segments-published")
         fields = _commit_fields(batch, sources, segments)
-        prev = ledger.digest_at(batch.store, batch.base_seq)
+        assert batch.snapshot is not None and batch.snapshot.head[0] == batch.base_seq
+        prev = batch.snapshot.head[1]
         if ledger.try_append(batch.store, batch.base_seq + 1, prev, fields) is not None:
             entry = ledger.entry_at(batch.store, batch.base_seq + 1)
             return entry, segments
@@ -633,8 +644,14 @@ def _publish(store: Store, segments: list[dict[str, Any]]) -> None:
 
 
 def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Remove attempts another writer committed since this batch read the ledger."""
-    newer = [e for e in ledger.read_ledger(batch.store) if e.seq > batch.base_seq]
+    """Remove attempts another writer committed since this batch read the ledger.
+
+    Only the commits written since the last look are read (the ledger snapshot is extended),
+    and only the segments they add, so a writer that loses many races in a row on a long
+    ledger pays for what changed, not for the whole history each time.
+    """
+    assert batch.snapshot is not None
+    newer = [e for e in batch.snapshot.refresh() if e.seq > batch.base_seq]
     if not newer:
         return segments
     _index_ledger(batch, newer)

@@ -244,5 +244,6 @@ def test_racing_writers(root, tmp_path):
 
 
 @pytest.mark.race
+@pytest.mark.timeout(1800)  # 160 racing ingests; a loaded CI machine can take minutes per root
 def test_racing_writers_many_rounds(root, tmp_path):
     race(root, tmp_path, writers=8, rounds=20)
