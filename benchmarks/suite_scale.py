@@ -34,7 +34,20 @@ import tempfile
 import time
 from pathlib import Path
 
-CLI = "from registry_cli.main import main; main()"
+PROBE = (
+    "import atexit, os\n"
+    "def _peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            os.write(2, f'\\npeak-rss-kib {line.split()[1]}\\n'.encode())\n"
+    "atexit.register(_peak)\n"
+)
+"""Prepended to every timed process: prints its own peak RSS (VmHWM) on stderr at exit.
+
+`ru_maxrss` of a child carries over the resident size of the process it was forked from (this
+one, which holds DuckDB's buffers after writing the reference file), so it is not used.
+"""
+CLI = PROBE + "from registry_cli.main import main; main()"
 QUERIES = {
     "count": "SELECT count(*) AS n FROM {table}",
     "weekly rates": (
@@ -97,14 +110,22 @@ def write_records(path: Path, count: int, tasks: int) -> None:
 
 
 def measured(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """Wall, CPU and peak RSS of one fresh process (rusage of exactly that child)."""
+    """Wall and CPU seconds (rusage of exactly that child) and peak RSS of one fresh process.
+
+    The process is `python -c PROBE + code`: its peak RSS is the `VmHWM` it prints at exit.
+    """
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if status != 0:
-        raise SystemExit(f"{' '.join(args[:6])} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+        raise SystemExit(f"{' '.join(args[:6])} failed: {err[-2000:]}")
+    peaks = [line.split()[1] for line in err.splitlines() if line.startswith("peak-rss-kib ")]
+    if not peaks:
+        raise SystemExit(f"{' '.join(args[:6])} printed no peak RSS")
+    return wall, usage.ru_utime + usage.ru_stime, int(peaks[-1]) * 1024
 
 
 def main() -> None:
@@ -156,7 +177,7 @@ def main() -> None:
         for name, query in QUERIES.items():
             command = [sys.executable, "-c", CLI, "sql", query.format(table="attempts")]
             command += ["--root", str(root), "--format", "json"]
-            code = "import duckdb, sys; duckdb.sql(sys.argv[1]).fetchall()"
+            code = PROBE + "import duckdb, sys; duckdb.sql(sys.argv[1]).fetchall()"
             reference = [sys.executable, "-c", code, query.format(table=f"read_parquet('{one}')")]
             first = cold(command)
             mine: list[tuple[float, float, int]] = []
@@ -190,7 +211,8 @@ def main() -> None:
                 print(f"{start} {rss:8.0f} {'-':>13} {'-':>6}")
                 continue
             ref = statistics.median(r[0] for r in raw)
-            print(f"{start} {rss:8.0f} {ref:13.2f} {wall / ref:5.2f}x")
+            ref_rss = max(r[2] for r in raw) / 2**20
+            print(f"{start} {rss:8.0f} {ref:13.2f} {wall / ref:5.2f}x  (DuckDB {ref_rss:.0f} MiB)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
