@@ -34,17 +34,17 @@ import pyarrow.parquet as pq
 from registry._faults import checkpoint
 from registry.errors import InvalidRecordError, LedgerConflictError
 from registry.evidence.admission import Admission, id_key
-from registry.evidence.keys import derive_keys, record_json
+from registry.evidence.keys import derive_keys
 from registry.evidence.retract import retracted_ids
 from registry.importers import ImportContext, parse_envelope
 from registry.importers.sources import (
     NATIVE_FORMATS,
     ProgressFn,
     Source,
+    checked_payload,
     complete_envelope,
     iter_payloads,
     resolve_sources,
-    validate_payload,
 )
 from registry.storage import ledger, merkle
 from registry.storage.digest import digest_file
@@ -226,9 +226,7 @@ def _known_ids(batch: _Batch, cohort_key: str) -> set[str]:
 
 
 def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
-    record = complete_envelope(
-        source, location, record_json(validate_payload(source, location, payload))
-    )
+    record = complete_envelope(source, location, checked_payload(source, location, payload))
     cohort_key, identity, attempt_id = derive_keys(record)
     if identity is not None and identity != record["terminal_identity"]:
         raise _identity_mismatch(source.label, location, identity)
@@ -385,7 +383,7 @@ def _check_chunk(label: str, fmt: str, items: list[tuple[str, bytes]]) -> _Check
     error: tuple[Any, ...] | None = None
     for location, payload in items:
         try:
-            record = record_json(validate_payload(source, location, payload))
+            record = checked_payload(source, location, payload)
             cohort_key, identity, attempt_id = derive_keys(record)
             if identity is not None and identity != record["terminal_identity"]:
                 raise _identity_mismatch(label, location, identity)

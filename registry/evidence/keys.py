@@ -6,7 +6,8 @@ from typing import Any
 
 import orjson
 
-from registry.storage.digest import digest_json
+from registry.storage.canonical import canonical_identity, canonical_record
+from registry.storage.digest import digest_bytes, digest_json
 from registry_schemas import COHORT_SCHEME, AttemptRecord
 
 # Every attempt of a cohort repeats its inputs: canonicalise and hash them once per cohort.
@@ -44,21 +45,23 @@ def _cohort_key(task_id: str, inputs: dict[str, Any]) -> str:
 
 def terminal_identity_of(record: dict[str, Any], cohort_key: str) -> str:
     """Return the terminal identity binding a record's outcome to its envelope and cohort."""
-    return digest_json(
-        {
-            "cohort_key": cohort_key,
-            "envelope": record["envelope"],
-            "experiment_id": record["experiment_id"],
-            "repeat_index": record["repeat_index"],
-            "task_id": record["task_id"],
-            "terminal_class": record["terminal_class"],
-        }
+    return digest_bytes(
+        canonical_identity(
+            {
+                "cohort_key": cohort_key,
+                "envelope": record["envelope"],
+                "experiment_id": record["experiment_id"],
+                "repeat_index": record["repeat_index"],
+                "task_id": record["task_id"],
+                "terminal_class": record["terminal_class"],
+            }
+        )
     )
 
 
 def attempt_id_of(record: dict[str, Any]) -> str:
     """Return the attempt id: the digest of the canonical record with defaults applied."""
-    return digest_json(record)
+    return digest_bytes(canonical_record(record))
 
 
 def record_json(record: AttemptRecord) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Ingest inputs: JSON Lines, JSON arrays, Parquet and standard input, read as a stream.
 
 Every reader yields `(location, payload)` pairs: a human location ("line 12", "row 3") and the
-record's JSON bytes. Validation goes through pydantic's JSON mode for every format, so the
-same strict rules (no type coercion, no unknown fields, finite numbers) apply whatever the
-input was. Each source is hashed while it is read.
+record's JSON bytes. `checked_payload` validates every payload the same way whatever the
+format (strict rules: no type coercion, no unknown fields, finite numbers): plainly valid
+records through `registry.importers.fast`, everything else through pydantic's JSON mode, which
+words every error. Each source is hashed while it is read.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
 from registry.errors import InputFormatError, InvalidRecordError
+from registry.evidence.keys import record_json
 from registry.importers import (
     MODULES,
     ImportContext,
@@ -34,6 +36,7 @@ from registry.importers import (
     with_identity,
 )
 from registry.importers.base import duplicate_key, duplicate_key_problem, printable
+from registry.importers.fast import checked_record
 from registry.storage.digest import PREFIX, digest_file, digest_json
 from registry.storage.tables import MAP_FIELDS, read_parquet_batches
 from registry_schemas import AttemptRecord, CohortInputs, Envelope
@@ -140,6 +143,37 @@ def iter_payloads(
     source.records = count
     if count == 0:
         raise InputFormatError(f"{source.label}: empty input, no attempt records found")
+
+
+TEXT_FORMATS = ("jsonl", "json")
+"""Formats a person or a script writes as text: a key repeated in an object is refused."""
+_UNPARSED = object()
+
+
+def checked_payload(source: Source, location: str, payload: bytes) -> dict[str, Any]:
+    """Return the JSON form of a valid record (every field, defaults applied).
+
+    The payload is parsed once. In text formats a key an object holds twice is refused first
+    (a parser keeps only the last). A record of the common, plainly valid shape is checked by
+    `registry.importers.fast`; anything else by the model (`validate_payload`), which accepts
+    it or names what is wrong, so the messages are the model's.
+
+    Raises:
+        InvalidRecordError: the payload is not a valid `registry.attempt/1` record, or holds
+            a key twice.
+    """
+    try:
+        parsed = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        parsed = _UNPARSED
+    if source.format in TEXT_FORMATS:
+        if parsed is _UNPARSED:
+            _refuse_duplicate_keys(source, location, payload)
+        elif (key := duplicate_key(payload, parsed)) is not None:
+            raise InvalidRecordError(source.label, location, None, duplicate_key_problem(key))
+    if parsed is not _UNPARSED and (record := checked_record(parsed)) is not None:
+        return record
+    return record_json(validate_payload(source, location, payload))
 
 
 def validate_payload(source: Source, location: str, payload: bytes) -> AttemptRecord:
@@ -327,8 +361,7 @@ def _jsonl_item(source: Source, number: int, line: bytes) -> tuple[str, bytes] |
     except UnicodeDecodeError as exc:
         problem = f"invalid UTF-8 at byte {exc.start} of the line; inputs must be UTF-8"
         raise InvalidRecordError(source.label, f"line {number}", None, problem) from None
-    _refuse_duplicate_keys(source, f"line {number}", line)
-    return f"line {number}", line
+    return f"line {number}", line  # duplicate keys: `checked_payload`
 
 
 def _refuse_duplicate_keys(source: Source, location: str, payload: bytes) -> None:
@@ -383,9 +416,7 @@ def _iter_json_array(source: Source, progress: ProgressFn | None) -> Iterator[tu
                         source.label, f"line {line}", None, _TOO_DEEP
                     ) from None
                 index += 1
-                payload = text[pos:end].encode()
-                _refuse_duplicate_keys(source, f"line {line} (item {index})", payload)
-                yield f"line {line} (item {index})", payload
+                yield f"line {line} (item {index})", text[pos:end].encode()
                 line += text.count("\n", pos, end)
                 pos, state = end, "end" if state == "open" else "sep"
             else:
