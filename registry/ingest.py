@@ -1,16 +1,17 @@
 """`registry ingest`: harness output in, immutable Parquet segments and one commit out.
 
 All or nothing: every record of every input is validated before anything becomes visible.
-Large native inputs are validated and digested by two worker processes, chunk by chunk,
-while this process reads, deduplicates and admits the records in input order (see
-`_feed_parallel`). Rows wait in memory as Arrow (converted every `_ARROW_ROWS` rows; written
-to a part file in the writer's temp area, one row group per cohort, every `spill_rows` rows),
+Records are checked in chunks (`_check_chunk`: validation, `--envelope`, digests, the chunk's
+segment rows built column by column), here or, for large native inputs, by two worker
+processes, while this process reads, deduplicates and admits the records in input order (see
+`_feed`). Rows wait in memory as Arrow (handed to their cohorts every `_ARROW_ROWS` rows;
+written to a part file in the writer's temp area every `spill_rows` rows),
 one segment per cohort is written to the temp area, segments are published create-if-absent,
 and only then is the commit that names them appended. A failure at any point leaves at most
 the temp area, which is removed.
 
 A cohort with rows in a part file keeps the schema a Parquet round trip gives (map entries
-named after their column), one without keeps the schema `rows_to_table` builds: segments are
+named after their column), one without keeps the schema `records_to_table` builds: segments are
 byte-identical to those of earlier versions for the same input and `spill_rows`.
 """
 
@@ -32,9 +33,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from registry._faults import checkpoint
-from registry.errors import InvalidRecordError, LedgerConflictError
-from registry.evidence.admission import Admission, id_key
-from registry.evidence.keys import derive_keys
+from registry.errors import InvalidRecordError, LedgerConflictError, RegistryError
+from registry.evidence.admission import Admission, Fact, fact_of, id_key
+from registry.evidence.keys import validated_keys
 from registry.evidence.retract import retracted_ids
 from registry.importers import ImportContext, parse_envelope
 from registry.importers.sources import (
@@ -52,10 +53,9 @@ from registry.storage.store import MARKER, Store, is_url, open_store, remove_emp
 from registry.storage.tables import (
     ATTEMPT_SCHEMA,
     MAP_FIELDS,
-    WRITE_OPTIONS,
+    PART_OPTIONS,
     read_segment,
-    rows_to_table,
-    to_row,
+    records_to_table,
     write_segment,
 )
 
@@ -100,21 +100,19 @@ class _Batch:
     area: Path
     spill_rows: int
     cohorts: dict[str, _Cohort] = field(default_factory=dict)
-    pending: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     checked: list[pa.Table] = field(default_factory=list)
-    """Arrow rows of checked chunks (from worker processes) not yet handed to cohorts."""
+    """Arrow rows of checked chunks not yet handed to cohorts."""
     checked_rows: int = 0
     kept: list[tuple[str, int]] = field(default_factory=list)
     """(cohort key, row of the concatenated `checked` tables) of each admitted row."""
-    """(cohort key, segment row) not yet converted to Arrow."""
     parts: list[Path] = field(default_factory=list)
     spill_due: bool = False
     """`spill_rows` rows have been buffered: the part file is written when the next one comes
     (never if the input ends first: the rows go straight to their segments)."""
     seen: set[bytes | str] = field(default_factory=set)
     """Attempt ids (`admission.id_key`) admitted from this input."""
-    known: dict[str, set[str]] = field(default_factory=dict)
-    """Attempt ids stored per cohort, loaded when a race is lost (`_known_ids`)."""
+    known: dict[str, set[bytes | str]] = field(default_factory=dict)
+    """Attempt ids (`id_key`) stored per cohort, loaded on first use (`_known_ids`)."""
     unread: dict[str, list[str]] = field(default_factory=dict)
     """Segments committed by other writers since a cohort's `known` ids were loaded."""
     segments_by_cohort: dict[str, list[str]] = field(default_factory=dict)
@@ -125,7 +123,8 @@ class _Batch:
     present: int = 0
     buffered: int = 0
     admission: Admission | None = None
-    retracted: set[str] = field(default_factory=set)
+    retracted: set[bytes | str] = field(default_factory=set)
+    """Attempt ids (`id_key`) the ledger retracts."""
     resurrections: int = 0
 
 
@@ -171,14 +170,11 @@ def ingest(
             batch.admission = Admission(
                 store, lambda key: batch.segments_by_cohort.get(key, []), entries
             )
-            batch.retracted = set(retracted_ids(entries))
+            batch.retracted = {id_key(i) for i in retracted_ids(entries)}
             with _checker_pool(sources, context, forkable=local) as pool:
                 for source in sources:
-                    if pool is not None and source.format in NATIVE_FORMATS:
-                        _feed_parallel(batch, pool, source, tick)
-                        continue
-                    for location, payload in iter_payloads(source, tick):
-                        _add(batch, source, location, payload)
+                    native = pool is not None and source.format in NATIVE_FORMATS
+                    _feed(batch, pool if native else None, source, tick)
             batch.admission.check_regrades()
             segments = _write_segments(batch)
             checkpoint("after-temp-segments")
@@ -212,8 +208,8 @@ def _index_ledger(batch: _Batch, entries: list[ledger.LedgerEntry]) -> None:
         batch.base_seq = entry.seq
 
 
-def _known_ids(batch: _Batch, cohort_key: str) -> set[str]:
-    """The attempt ids stored in a cohort's committed segments (each segment read once)."""
+def _known_ids(batch: _Batch, cohort_key: str) -> set[bytes | str]:
+    """The attempt ids (`id_key`) of a cohort's committed segments (each segment read once)."""
     if cohort_key in batch.known:
         ids, paths = batch.known[cohort_key], batch.unread.pop(cohort_key, [])
     else:
@@ -221,22 +217,8 @@ def _known_ids(batch: _Batch, cohort_key: str) -> set[str]:
         batch.known[cohort_key] = ids
     for path in paths:
         table = read_segment(batch.store.resolve(path), ["attempt_id"])
-        ids.update(table.column("attempt_id").to_pylist())
+        ids.update(map(id_key, table.column("attempt_id").to_pylist()))
     return ids
-
-
-def _add(batch: _Batch, source: Source, location: str, payload: bytes) -> None:
-    record = complete_envelope(source, location, checked_payload(source, location, payload))
-    cohort_key, identity, attempt_id = derive_keys(record)
-    if identity is not None and identity != record["terminal_identity"]:
-        raise _identity_mismatch(source.label, location, identity)
-    if not _admit(batch, source, location, record, attempt_id, cohort_key):
-        return
-    _before_row(batch)
-    batch.pending.append((cohort_key, to_row(record, attempt_id, cohort_key)))
-    if len(batch.pending) >= _ARROW_ROWS:
-        _to_arrow(batch)
-    _after_row(batch)
 
 
 def _identity_mismatch(label: str, location: str, identity: str) -> InvalidRecordError:
@@ -249,28 +231,21 @@ def _identity_mismatch(label: str, location: str, identity: str) -> InvalidRecor
     )
 
 
-def _admit(
-    batch: _Batch,
-    source: Source,
-    location: str,
-    record: dict[str, Any],
-    attempt_id: str,
-    cohort_key: str,
-) -> bool:
+def _admit(batch: _Batch, label: str, location: str, fact: Fact) -> bool:
     """Count a valid record; True if it is new (admitted), False if already present."""
     batch.read += 1
-    key = id_key(attempt_id)
-    if key in batch.seen or attempt_id in _known_ids(batch, cohort_key):
+    key = fact.key
+    if key in batch.seen or key in _known_ids(batch, fact.cohort_key):
         batch.present += 1
-        if attempt_id in batch.retracted:
+        if key in batch.retracted:
             batch.resurrections += 1
         return False
     assert batch.admission is not None
-    batch.seen.add(batch.admission.admit(source.label, location, record, attempt_id, cohort_key))
-    cohort = batch.cohorts.get(cohort_key)
+    batch.seen.add(batch.admission.admit(label, location, fact))
+    cohort = batch.cohorts.get(fact.cohort_key)
     if cohort is None:
-        cohort = batch.cohorts[cohort_key] = _Cohort(cohort_key)
-    cohort.task_ids.add(record["task_id"])
+        cohort = batch.cohorts[fact.cohort_key] = _Cohort(fact.cohort_key)
+    cohort.task_ids.add(fact.task_id)
     return True
 
 
@@ -356,113 +331,135 @@ def _spare_core() -> bool:
     return cores > 1 and load <= cores - 1
 
 
-_Checked = tuple[
-    list[tuple[str, str, str, dict[str, Any]]], pa.Table | None, tuple[Any, ...] | None
-]
-_FACTS = (
-    "experiment_id",
-    "task_id",
-    "repeat_index",
-    "terminal_class",
-    "envelope",
-    "terminal_identity",
-    "derived_from",
-)
+@dataclass
+class _Checked:
+    """What checking a chunk of records gives: per valid record its facts, and their rows."""
+
+    facts: list[Fact]
+    """What admission reads of each valid record, in input order, up to the first error."""
+    table: pa.Table | None
+    """The segment rows of those records."""
+    unobserved: dict[str, int]
+    """Records whose envelope names no model, per experiment (run)."""
+    error: tuple[type[RegistryError], tuple[Any, ...]] | None
+    """The first error (its class and arguments), raised where the record is admitted."""
 
 
-def _check_chunk(label: str, fmt: str, items: list[tuple[str, bytes]]) -> _Checked:
-    """Validate and digest a chunk of records (in a worker process).
+def _check_chunk(
+    label: str, fmt: str, envelope: dict[str, str], items: list[tuple[str, bytes]]
+) -> _Checked:
+    """Validate and digest a chunk of records (in this process or a worker).
 
-    Returns `(location, attempt_id, cohort_key, facts)` per valid record up to the first
-    invalid one, the Arrow rows of those records, and the first error's arguments or None.
-    The facts are what ingest and admission read of a record.
+    Each record is validated, completed with `--envelope` values, and digested; the chunk
+    stops at its first invalid record. Returns what admission needs of each valid record
+    (strings shared within the chunk, so that passing it between processes is cheap) and
+    the records' segment rows, built column by column.
     """
-    source = Source(label, None, fmt)
-    checked: list[tuple[str, str, str, dict[str, Any]]] = []
-    rows: list[dict[str, Any]] = []
-    error: tuple[Any, ...] | None = None
+    source = Source(label, None, fmt, context=ImportContext(envelope=envelope))
+    facts: list[Fact] = []
+    records: list[dict[str, Any]] = []
+    ids: list[str] = []
+    cohorts: list[str] = []
+    budgets: list[str] = []
+    shared: dict[Any, Any] = {}
+    error: tuple[type[RegistryError], tuple[Any, ...]] | None = None
     for location, payload in items:
         try:
-            record = checked_payload(source, location, payload)
-            cohort_key, identity, attempt_id = derive_keys(record)
+            record = complete_envelope(source, location, checked_payload(source, location, payload))
+            cohort_key, identity, attempt_id, budget = validated_keys(record)
             if identity is not None and identity != record["terminal_identity"]:
                 raise _identity_mismatch(label, location, identity)
         except InvalidRecordError as exc:
-            error = (exc.source, exc.location, exc.field, exc.problem)
+            error = (InvalidRecordError, (exc.source, exc.location, exc.field, exc.problem))
             break
-        facts = {name: record[name] for name in _FACTS}
-        facts["inputs"] = {"grader_version": record["inputs"]["grader_version"]}
-        checked.append((location, attempt_id, cohort_key, facts))
-        rows.append(to_row(record, attempt_id, cohort_key))
-    return checked, rows_to_table(rows) if rows else None, error
+        except RegistryError as exc:
+            error = (type(exc), (str(exc),))
+            break
+        facts.append(fact_of(record, attempt_id, cohort_key, shared))
+        records.append(record)
+        ids.append(attempt_id)
+        cohorts.append(cohort_key)
+        budgets.append(budget)
+    table = records_to_table(records, ids, cohorts, budgets) if records else None
+    return _Checked(facts, table, source.context.unobserved_model, error)
 
 
-def _feed_parallel(
-    batch: _Batch, pool: ProcessPoolExecutor, source: Source, tick: ProgressFn | None
+def _feed(
+    batch: _Batch, pool: ProcessPoolExecutor | None, source: Source, tick: ProgressFn | None
 ) -> None:
-    """Ingest one native source through the worker processes, in input order."""
-    _to_arrow(batch)  # rows of an earlier source read in this process come first
-    window: deque[Future[_Checked]] = deque()
+    """Ingest one source in chunks, in input order: checked here, or by the worker processes.
+
+    The reader runs here either way; a chunk is checked here (`pool` None) or by a worker,
+    with at most `2 * _WORKERS` chunks in flight, and admitted in input order. An error the
+    reader raises comes after those of the records before it.
+    """
+    _to_arrow(batch)  # rows of an earlier source come first
+    envelope = source.context.envelope
+    window: deque[tuple[list[tuple[str, bytes]], Future[_Checked]]] = deque()
     chunk: list[tuple[str, bytes]] = []
+
+    def check(items: list[tuple[str, bytes]]) -> None:
+        if pool is None:
+            _take(batch, source, items, _check_chunk(source.label, source.format, envelope, items))
+            return
+        future = pool.submit(_check_chunk, source.label, source.format, envelope, items)
+        window.append((items, future))
+        if len(window) > 2 * _WORKERS:
+            done, future = window.popleft()
+            _take(batch, source, done, future.result())
+
     try:
         for item in iter_payloads(source, tick):
             chunk.append(item)
             if len(chunk) >= _CHUNK_RECORDS:
-                window.append(pool.submit(_check_chunk, source.label, source.format, chunk))
+                check(chunk)
                 chunk = []
-                if len(window) > 2 * _WORKERS:
-                    _take(batch, source, window.popleft().result())
     except Exception:
         # The input is unreadable past this point: the records before it come first.
         while window:
-            _take(batch, source, window.popleft().result())
+            done, future = window.popleft()
+            _take(batch, source, done, future.result())
         if chunk:
-            _take(batch, source, _check_chunk(source.label, source.format, chunk))
+            _take(batch, source, chunk, _check_chunk(source.label, source.format, envelope, chunk))
         raise
     if chunk:
-        window.append(pool.submit(_check_chunk, source.label, source.format, chunk))
+        check(chunk)
     while window:
-        _take(batch, source, window.popleft().result())
+        done, future = window.popleft()
+        _take(batch, source, done, future.result())
 
 
-def _take(batch: _Batch, source: Source, checked: _Checked) -> None:
+def _take(batch: _Batch, source: Source, items: list[tuple[str, bytes]], checked: _Checked) -> None:
     """Admit a checked chunk's records in order; raise its error where it occurred."""
-    results, table, error = checked
+    counts = source.context.unobserved_model
+    for run, count in checked.unobserved.items():
+        counts[run] = counts.get(run, 0) + count
+    table = checked.table
     if not batch.kept:  # nothing of the held chunks was new: drop them
         batch.checked, batch.checked_rows = [], 0
     base = batch.checked_rows
     if table is not None:
         batch.checked.append(table)
         batch.checked_rows += len(table)
-    for index, (location, attempt_id, cohort_key, facts) in enumerate(results):
-        record = complete_envelope(source, location, facts)
-        if not _admit(batch, source, location, record, attempt_id, cohort_key):
+    for index, fact in enumerate(checked.facts):
+        if not _admit(batch, source.label, items[index][0], fact):
             continue
         _before_row(batch)
-        batch.kept.append((cohort_key, base + index))
+        batch.kept.append((fact.cohort_key, base + index))
         if _after_row(batch) and table is not None:  # handed out: the rest of the chunk stays
             batch.checked, batch.checked_rows, base = [table], len(table), 0
     if len(batch.kept) >= _ARROW_ROWS:
         _to_arrow(batch)
-    if error is not None:
-        raise InvalidRecordError(*error)
+    if checked.error is not None:
+        kind, args = checked.error
+        raise kind(*args)
 
 
 def _to_arrow(batch: _Batch) -> None:
-    """Hand each cohort its pending rows as one Arrow slice: checked rows, then Python rows.
-
-    The two kinds never interleave: a source is read either here or through the workers,
-    and each flushes the other's rows before it starts.
-    """
+    """Hand each cohort its admitted rows of the held chunks as one Arrow slice each."""
     if batch.kept:
         _group(batch, pa.concat_tables(batch.checked), batch.kept)
     batch.checked, batch.checked_rows, batch.kept = [], 0, []
-    if not batch.pending:
-        return
-    rows = [(key, index) for index, (key, _) in enumerate(batch.pending)]
-    table = rows_to_table([row for _, row in batch.pending])
-    batch.pending = []
-    _group(batch, table, rows)
 
 
 def _group(batch: _Batch, table: pa.Table, rows: list[tuple[str, int]]) -> None:
@@ -500,7 +497,7 @@ def _spill(batch: _Batch) -> None:
         cohort.parts.append((index, offset, rows))
         cohort.tables = []
         offset += rows
-    pq.write_table(pa.concat_tables(tables), part, row_group_size=_PART_ROWS, **WRITE_OPTIONS)
+    pq.write_table(pa.concat_tables(tables), part, row_group_size=_PART_ROWS, **PART_OPTIONS)
     del tables
     batch.parts.append(part)
     batch.spill_due = False
@@ -657,10 +654,11 @@ def _drop_raced(batch: _Batch, segments: list[dict[str, Any]]) -> list[dict[str,
     for segment in segments:
         ids = _known_ids(batch, segment["cohort_key"])
         table = read_segment(segment["_temp"]).cast(segment["_schema"])
-        if ids.isdisjoint(table.column("attempt_id").to_pylist()):
+        keys = [id_key(i) for i in table.column("attempt_id").to_pylist()]
+        if ids.isdisjoint(keys):
             kept.append(segment)
             continue
-        mask = pa.array([i not in ids for i in table.column("attempt_id").to_pylist()])
+        mask = pa.array([k not in ids for k in keys])
         remaining = table.filter(mask)
         if len(remaining):
             tasks = set(remaining.column("task_id").to_pylist())

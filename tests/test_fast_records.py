@@ -1,5 +1,8 @@
 """The fast record check accepts only what the model accepts, with the same JSON form.
 
+Also: the keys and segment rows ingest derives from validated records
+(`validated_keys`, `records_to_table`) equal the general ones (`derive_keys`, `rows_to_table`).
+
 `registry.importers.fast.checked_record` stands in for `AttemptRecord.model_validate_json` +
 `model_dump(mode="json")` on plainly valid records and hands everything else to the model.
 These tests generate valid records of many shapes and then damage them field by field, and
@@ -21,12 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from registry.evidence.keys import derive_keys, validated_keys
 from registry.importers.fast import checked_record
 from registry.storage.canonical import (
     canonical_identity,
     canonical_json_reference,
     canonical_record,
 )
+from registry.storage.tables import records_to_table, rows_to_table, to_row
 from registry_schemas import AttemptRecord, attempt
 from tests.conftest import make_record
 
@@ -377,3 +382,31 @@ def _encodable(record: Any) -> bool:
     except (TypeError, orjson.JSONEncodeError):
         return False
     return True
+
+
+# --- keys and rows of validated records ---------------------------------------------------------
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(records())
+def test_validated_keys_equal_derive_keys(record):
+    model = model_form(orjson.dumps(record)) if _encodable(record) else None
+    if model is None:
+        return
+    cohort, identity, attempt, budget = validated_keys(model)
+    assert (cohort, identity, attempt) == derive_keys(model)
+    assert budget == canonical_json_reference(model["inputs"]["budget"]).decode()
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(records(), min_size=1, max_size=12))
+def test_rows_built_by_column_equal_rows_built_by_record(batch):
+    valid = [m for r in batch if _encodable(r) and (m := model_form(orjson.dumps(r)))]
+    if not valid:
+        return
+    keys = [derive_keys(m) for m in valid]
+    by_row = rows_to_table([to_row(m, k[2], k[0]) for m, k in zip(valid, keys, strict=True)])
+    ids, cohorts = [k[2] for k in keys], [k[0] for k in keys]
+    assert records_to_table(valid, ids, cohorts).equals(by_row, check_metadata=True)
+    budgets = [validated_keys(m)[3] for m in valid]
+    assert records_to_table(valid, ids, cohorts, budgets).equals(by_row, check_metadata=True)

@@ -25,13 +25,14 @@ ingest_module = importlib.import_module("registry.ingest")  # `registry.ingest` 
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record the sources that took the parallel path."""
     seen: list[str] = []
-    original = ingest_module._feed_parallel
+    original = ingest_module._feed
 
     def feed(batch: Any, pool: Any, source: Any, tick: Any) -> None:
-        seen.append(source.label)
+        if pool is not None:
+            seen.append(source.label)
         original(batch, pool, source, tick)
 
-    monkeypatch.setattr(ingest_module, "_feed_parallel", feed)
+    monkeypatch.setattr(ingest_module, "_feed", feed)
     return seen
 
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from registry.errors import InvalidRecordError
-from registry.evidence.rule import INVALID, observed_identity
+from registry.evidence.rule import ENVELOPE_KEYS, INVALID, UNOBSERVED, observed_identity
 from registry.storage.ledger import LedgerEntry
 from registry.storage.store import Store
 from registry.storage.tables import read_segment
 
 Slot = tuple[Any, ...]
+_SYSTEM = itemgetter(*ENVELOPE_KEYS)
 
 
 def id_key(attempt_id: str) -> bytes | str:
@@ -41,6 +43,47 @@ def id_key(attempt_id: str) -> bytes | str:
 def id_text(key: bytes | str) -> str:
     """Return the attempt id of a compact key (`id_key`)."""
     return "blake3:" + key.hex() if isinstance(key, bytes) else key
+
+
+class Fact(NamedTuple):
+    """What admission reads of one valid record of an input (`fact_of`)."""
+
+    key: bytes | str
+    """The attempt id (`id_key`)."""
+    cohort_key: str
+    task_id: str
+    experiment_id: str
+    repeat_index: int
+    system: tuple[str | None, ...]
+    """The observed system (`observed_identity`), as a tuple of its values."""
+    valid: bool
+    """Whether the outcome is valid (counted), so that it takes its slot."""
+    grader_version: str
+    derived_from: str | None
+
+
+def fact_of(
+    record: dict[str, Any], attempt_id: str, cohort_key: str, shared: dict[Any, Any]
+) -> Fact:
+    """Return the admission facts of a validated record (JSON form).
+
+    Values equal to one already in `shared` are replaced by that object, so the facts of
+    many records hold each distinct text once.
+    """
+    system = _SYSTEM(record["envelope"])
+    if record["terminal_identity"] is None:  # legacy evidence: `observed_identity`
+        system = (*system[:2], UNOBSERVED, *system[3:])
+    return Fact(
+        id_key(attempt_id),
+        shared.setdefault(cohort_key, cohort_key),
+        shared.setdefault(record["task_id"], record["task_id"]),
+        shared.setdefault(record["experiment_id"], record["experiment_id"]),
+        record["repeat_index"],
+        shared.setdefault(system, system),
+        record["terminal_class"] not in INVALID,
+        shared.setdefault(record["inputs"]["grader_version"], record["inputs"]["grader_version"]),
+        record["derived_from"],
+    )
 
 
 @dataclass
@@ -70,34 +113,38 @@ class Admission:
     """One object per distinct value kept above (task ids, systems, pairs): a million
     attempts repeat a few thousand of them, and each record parsed its own copy."""
 
-    def admit(
-        self, label: str, location: str, record: dict[str, Any], attempt_id: str, cohort_key: str
-    ) -> bytes | str:
+    def admit(self, label: str, location: str, fact: Fact) -> bytes | str:
         """Check one new record; remember its slot and what it regrades; return its `id_key`.
 
         Raises:
             InvalidRecordError: its slot already holds a valid outcome.
         """
-        grader = record["inputs"]["grader_version"]
-        pair = (record["task_id"], grader)
-        key = id_key(attempt_id)
-        self.graders[key] = self.shared.setdefault(pair, pair)
-        if record["derived_from"] is not None:
+        shared = self.shared
+        task = shared.setdefault(fact.task_id, fact.task_id)
+        pair = (task, fact.grader_version)
+        key = fact.key
+        self.graders[key] = shared.setdefault(pair, pair)
+        if fact.derived_from is not None:
             self.regrades.append(
-                _Regrade(label, location, record["task_id"], grader, record["derived_from"])
+                _Regrade(label, location, fact.task_id, fact.grader_version, fact.derived_from)
             )
-        if record["terminal_class"] in INVALID:
+        if not fact.valid:
             return key
-        slots = self._slots(cohort_key)
-        slot = self._slot_of(record)
+        slots = self._slots(fact.cohort_key)
+        slot = (
+            shared.setdefault(fact.experiment_id, fact.experiment_id),
+            task,
+            fact.repeat_index,
+            shared.setdefault(fact.system, fact.system),
+        )
         holder = slots.get(slot)
         if holder is not None and holder != key:
             raise InvalidRecordError(
                 label,
                 location,
                 "repeat_index",
-                f"experiment {record['experiment_id']!r}, task {record['task_id']!r}, repeat "
-                f"{record['repeat_index']} already has a valid outcome for this cohort and "
+                f"experiment {fact.experiment_id!r}, task {fact.task_id!r}, repeat "
+                f"{fact.repeat_index} already has a valid outcome for this cohort and "
                 f"system (attempt {id_text(holder)}); a retry needs its own repeat_index, a "
                 "correction a retraction (registry retract)",
             )

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
-from registry.storage.canonical import canonical_identity, canonical_record
+from registry.storage.canonical import (
+    canonical_budget,
+    canonical_identity,
+    canonical_record,
+    canonical_validated,
+)
 from registry.storage.digest import digest_bytes, digest_json
 from registry_schemas import COHORT_SCHEME, AttemptRecord
 
@@ -80,3 +86,42 @@ def derive_keys(record: dict[str, Any]) -> tuple[str, str | None, str]:
     if record.get("terminal_identity") is not None:
         identity = terminal_identity_of(record, cohort)
     return cohort, identity, attempt_id_of(record)
+
+
+_CONFIGURATION = itemgetter(
+    "case_digest",
+    "prompt_digest",
+    "source_digest",
+    "wiki_digest",
+    "tool_policy_digest",
+    "harness_package",
+    "grader_version",
+    "agent_system_digest",
+    "environment_digest",
+)
+"""The nine text inputs (every input but the budget), in a fixed order."""
+_VALIDATED_MEMO: dict[tuple[Any, ...], str] = {}
+
+
+def validated_keys(record: dict[str, Any]) -> tuple[str, str | None, str, str]:
+    """`derive_keys` of a validated record, and the canonical text of its budget.
+
+    For records just validated (`checked_payload`, then `--envelope`): the budget is encoded
+    once for the cohort key, the attempt id and the segment row, and the record's types are
+    taken as validation left them (`canonical_validated`). `tests/test_fast_records.py`
+    checks the result equals `derive_keys` on every record the model accepts.
+    """
+    task = record["task_id"]
+    inputs = record["inputs"]
+    budget_text, fragment = canonical_budget(inputs["budget"])
+    memo = (task, budget_text, _CONFIGURATION(inputs))
+    cohort = _VALIDATED_MEMO.get(memo)
+    if cohort is None:
+        if len(_VALIDATED_MEMO) >= _MEMO_SIZE:
+            _VALIDATED_MEMO.clear()
+        cohort = _VALIDATED_MEMO[memo] = _cohort_key(task, inputs)
+    identity = None
+    if record["terminal_identity"] is not None:
+        identity = terminal_identity_of(record, cohort)
+    attempt = digest_bytes(canonical_validated(record, fragment))
+    return cohort, identity, attempt, budget_text

@@ -67,7 +67,7 @@ _RECORD_KEYS = frozenset(
     (*_RECORD_TEXT, *_RECORD_INTEGERS, *_RECORD_NUMBERS, *_RECORD_MAPS, "inputs")
 )
 _FRAGMENT_CACHE_SIZE = 1024
-_FRAGMENTS: dict[bytes, tuple[Any, orjson.Fragment]] = {}
+_FRAGMENTS: dict[bytes, tuple[Any, bytes, orjson.Fragment]] = {}
 
 
 def canonical_record(record: dict[str, Any]) -> bytes:
@@ -85,6 +85,49 @@ def canonical_record(record: dict[str, Any]) -> bytes:
     except _SlowPath:
         return canonical_json(record)
     return orjson.dumps(prepared, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_validated(record: dict[str, Any], budget: orjson.Fragment | None) -> bytes:
+    """Return `canonical_json(record)` of a record validated as `registry.attempt/1`.
+
+    The record is in the JSON form validation gives (`checked_payload`): every field present,
+    text where the model says text, counts in the safe range, numbers finite. Only what
+    validation leaves open is handled here: the two numbers (an integral float is written as
+    an integer, other floats outside the fast range take the reference path), the label and
+    artifact keys (ordered by UTF-16 code unit), and the budget, given as the `Fragment` of
+    its canonical bytes when it is an object (`canonical_budget`).
+    """
+    prepared = dict(record)
+    try:
+        for name in _RECORD_NUMBERS:
+            value = record[name]
+            if type(value) is float:
+                prepared[name] = _prepare_float(value)
+        checked = _CHECKED_KEYS
+        for name in ("labels", "artifacts"):
+            for key in record[name]:
+                if key not in checked:
+                    _check_key(key)
+    except _SlowPath:
+        return canonical_json(record)
+    if budget is not None:
+        prepared["inputs"] = {**record["inputs"], "budget": budget}
+    return orjson.dumps(prepared, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_budget(budget: Any) -> tuple[str, orjson.Fragment | None]:
+    """The canonical JSON text of a budget, and for an object budget the same as a `Fragment`.
+
+    A string budget is its JSON string (RFC 8785 and orjson write strings alike); an object
+    is encoded once per distinct value. Raises what `canonical_json` raises.
+    """
+    if type(budget) is str:
+        return orjson.dumps(budget).decode(), None
+    try:
+        _, data, fragment = _memoised(budget)
+    except _SlowPath:
+        return canonical_json(budget).decode(), orjson.Fragment(canonical_json(budget))
+    return data.decode(), fragment
 
 
 def canonical_identity(value: dict[str, Any]) -> bytes:
@@ -157,12 +200,26 @@ def _check_text_map(value: Any, nulls: bool) -> None:
             raise _SlowPath
 
 
+def canonical_value(value: Any) -> bytes:
+    """Return `canonical_json(value)`, memoised for values that repeat (such as budgets)."""
+    try:
+        return _memoised(value)[1]
+    except _SlowPath:
+        return canonical_json(value)
+
+
 def _fragment(value: Any) -> orjson.Fragment:
-    """The canonical bytes of a JSON value, inserted as they are by orjson (memoised).
+    """The canonical bytes of a JSON value, inserted as they are by orjson (memoised)."""
+    return _memoised(value)[2]
+
+
+def _memoised(value: Any) -> tuple[Any, bytes, orjson.Fragment]:
+    """`(value, canonical bytes, the same as an orjson.Fragment)` of a JSON value.
 
     The memo is keyed by orjson's own encoding, which is not canonical and not injective for
     every Python value (NaN and infinities become null, an enum its value), so a hit counts
-    only if the stored value also equals this one.
+    only if the stored value also equals this one. Raises `_SlowPath` where `canonical_json`
+    would raise.
     """
     try:
         memo = orjson.dumps(value)
@@ -170,15 +227,15 @@ def _fragment(value: Any) -> orjson.Fragment:
         raise _SlowPath from None
     held = _FRAGMENTS.get(memo)
     if held is not None and type(held[0]) is type(value) and held[0] == value:
-        return held[1]
+        return held
     try:
-        fragment = orjson.Fragment(canonical_json(value))
+        data = canonical_json(value)
     except Exception:  # whatever the reference raises, it raises for the whole record
         raise _SlowPath from None
     if len(_FRAGMENTS) >= _FRAGMENT_CACHE_SIZE:
         _FRAGMENTS.clear()
-    _FRAGMENTS[memo] = (value, fragment)
-    return fragment
+    held = _FRAGMENTS[memo] = (value, data, orjson.Fragment(data))
+    return held
 
 
 def canonical_json_reference(value: Any) -> bytes:

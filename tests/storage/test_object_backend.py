@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -141,7 +142,14 @@ def test_ingest_into_a_bucket_never_forks_workers(s3_prefix, monkeypatch, tmp_pa
     monkeypatch.setattr(ingest_module, "_single_threaded", lambda: True)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
     forked: list[str] = []
-    monkeypatch.setattr(ingest_module, "_feed_parallel", lambda *a: forked.append("fork"))
+    original = ingest_module._feed
+
+    def feed(batch: Any, pool: Any, source: Any, tick: Any) -> None:
+        if pool is not None:
+            forked.append("fork")
+        original(batch, pool, source, tick)
+
+    monkeypatch.setattr(ingest_module, "_feed", feed)
     records = [make_record(task_id=f"task-{t}") for t in range(3)]
 
     result = registry.ingest(s3_prefix.url, [str(write_jsonl(tmp_path / "a.jsonl", records))])
