@@ -258,12 +258,26 @@ def ingest(
         "commit_seq": None if result.commit is None else result.commit.seq,
         "warnings": result.warnings,
         "sources": [
-            {"path": s.label, "digest": s.digest, "records": s.records} for s in result.sources
+            {
+                "path": s.label,
+                "digest": s.digest,
+                "records": s.records,
+                "read_before": s.read_before,
+            }
+            for s in result.sources
         ],
     }
     if as_json:
         typer.echo(to_json(summary))
         return
+    for source in result.sources:
+        if source.read_before is not None:
+            typer.echo(
+                printable(
+                    f"{source.label}: the same bytes were read the same way by commit "
+                    f"{source.read_before}; its {source.records} attempts are all present"
+                )
+            )
     typer.echo(f"read {result.read} attempts: {result.new} new, {result.present} already present")
     if result.commit is None:
         typer.echo("commit: none (nothing new)")

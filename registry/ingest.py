@@ -119,6 +119,10 @@ class _Batch:
     base_seq: int = 0
     snapshot: ledger.LedgerSnapshot | None = None
     """The ledger as this ingest read it, extended by the commits of writers it raced."""
+    sources: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[int, int]] = field(
+        default_factory=dict
+    )
+    """(digest, *`Source.reading`) of each input an earlier ingest read -> (commit, records)."""
     read: int = 0
     present: int = 0
     buffered: int = 0
@@ -173,6 +177,8 @@ def ingest(
             batch.retracted = {id_key(i) for i in retracted_ids(entries)}
             with _checker_pool(sources, context, forkable=local) as pool:
                 for source in sources:
+                    if _read_before(batch, source, tick):
+                        continue
                     native = pool is not None and source.format in NATIVE_FORMATS
                     _feed(batch, pool if native else None, source, tick)
             batch.admission.check_regrades()
@@ -201,6 +207,10 @@ def ingest(
 
 def _index_ledger(batch: _Batch, entries: list[ledger.LedgerEntry]) -> None:
     for entry in entries:
+        for read in entry.commit.sources:
+            if read.format is not None and read.envelope is not None:
+                how = (read.digest, read.format, tuple(sorted(read.envelope.items())))
+                batch.sources.setdefault(how, (entry.seq, read.records))
         for segment in entry.commit.segments:
             batch.segments_by_cohort.setdefault(segment.cohort_key, []).append(segment.path)
             if segment.cohort_key in batch.known:  # read with the cohort's next lookup
@@ -219,6 +229,38 @@ def _known_ids(batch: _Batch, cohort_key: str) -> set[bytes | str]:
         table = read_segment(batch.store.resolve(path), ["attempt_id"])
         ids.update(map(id_key, table.column("attempt_id").to_pylist()))
     return ids
+
+
+def _read_before(batch: _Batch, source: Source, tick: ProgressFn | None) -> bool:
+    """Count a source an earlier ingest read the same way as present, without reading it.
+
+    The same bytes (blake3 of the file), read in the same native format with the same
+    `--envelope` values, make the same records, and the ingest that read them accounted for
+    every one (committed or already present); attempts are never removed, so all of them are
+    present now. Only for files (standard input cannot be hashed before it is read) and
+    only while nothing is retracted: a re-ingest reports how many of its attempts are
+    retracted, which needs their ids. The digest is taken only when some earlier input was
+    read in this format with these values.
+    """
+    if source.path is None or source.format not in NATIVE_FORMATS or batch.retracted:
+        return False
+    how = source.reading
+    if not any(known[1:] == how for known in batch.sources):
+        return False
+    try:
+        digest = digest_file(source.path)
+    except OSError:
+        return False  # the reader reports it
+    found = batch.sources.get((digest, *how))
+    if found is None:
+        return False
+    seq, records = found
+    source._digest, source.records, source.read_before = digest, records, seq
+    batch.read += records
+    batch.present += records
+    if tick is not None:
+        tick(source.size)
+    return True
 
 
 def _identity_mismatch(label: str, location: str, identity: str) -> InvalidRecordError:
@@ -672,7 +714,16 @@ def _commit_fields(
     new = sum(s["rows"] for s in segments)
     return {
         "kind": "ingest",
-        "sources": [{"path": s.label, "digest": s.digest, "records": s.records} for s in sources],
+        "sources": [
+            {
+                "path": s.label,
+                "digest": s.digest,
+                "records": s.records,
+                "format": s.format,
+                "envelope": dict(sorted(s.context.envelope.items())),
+            }
+            for s in sources
+        ],
         "segments": [{k: v for k, v in s.items() if not k.startswith("_")} for s in segments],
         "attempts_read": batch.read,
         "attempts_new": new,

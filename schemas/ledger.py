@@ -45,6 +45,13 @@ class SourceEntry(SchemaModel):
     """blake3 of the input bytes."""
     records: int
     """Records read from it."""
+    format: str | None = None
+    """The format it was read as (`jsonl`, `json`, `parquet` or an importer's name); null in
+    commits written before the format was recorded."""
+    envelope: dict[str, str] | None = None
+    """The `--envelope` values it was read with (`{}` for none); null in commits written
+    before they were recorded. With `format` and `digest`, says how the records were made from
+    the bytes: the same bytes read the same way again hold only attempts already present."""
 
 
 class LayerEntry(SchemaModel):

@@ -122,9 +122,11 @@ def test_reingest_through_workers_finds_everything_present(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     Path("a.jsonl").write_text(_lines(14, {}))
+    # the same records in another order: other bytes, so they are read and checked again
+    Path("b.jsonl").write_text("".join(reversed(_lines(14, {}).splitlines(keepends=True))))
     _force(monkeypatch)
     first = ingest(tmp_path / "reg", ["a.jsonl"])
-    second = ingest(tmp_path / "reg", ["a.jsonl"])
+    second = ingest(tmp_path / "reg", ["b.jsonl"])
     assert (first.new, first.present) == (14, 0)
     assert (second.read, second.new, second.present, second.commit) == (14, 0, 14, None)
     assert len(calls) == 2

@@ -90,24 +90,25 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str) -> list
 
 
 PINS = {
-    "json-array": ["blake3:d47d332f458b4ba8d3abd28c24feea84248e5fc3a3f58f8b74cda133dee0ef3e"],
+    "json-array": ["blake3:96f7a11841da686cdee001c54deadd2163ee591468869323feb9d29dc343ce38"],
     "plain": [
-        "blake3:88c08758341f7b11d3659606f1c2dbdd855f7089605cbf68d1de825834fc255d",
-        "blake3:2df33657641d5ffd41bf34ae46397be791a0193c7cd66306cc98845a39681088",
+        "blake3:cc4e0af702acf7f06b9deb994332f8f845c075acc7ddd57aee81e532ea9cc9fc",
+        "blake3:31c103cb705fab07467d089f41c7fde3d73a28b71c1f5de929d3a99806eb9ce2",
     ],
     "spill-7": [
-        "blake3:ad793708efc171ff11b3859ef22d6b7023eb222772556a9e181453aae4857ee5",
-        "blake3:bf0e64192b99abd16d94ec757635e042e24dc96f1d15965610ce9bc93abe7ef8",
+        "blake3:421b157593654d23d4b64c3cb5d7c6af75e83a1d393563892e90a9ef019007fd",
+        "blake3:40865b0a914f5c7738f1f684549597840f51c501501df873a830ae38ae55a20e",
     ],
     "spill-at-end": [
-        "blake3:ad793708efc171ff11b3859ef22d6b7023eb222772556a9e181453aae4857ee5",
-        "blake3:2df33657641d5ffd41bf34ae46397be791a0193c7cd66306cc98845a39681088",
+        "blake3:421b157593654d23d4b64c3cb5d7c6af75e83a1d393563892e90a9ef019007fd",
+        "blake3:31c103cb705fab07467d089f41c7fde3d73a28b71c1f5de929d3a99806eb9ce2",
     ],
 }
 """Digests of the commit fields (segments, counts, Merkle tree) per scenario, per commit.
 
-Segments of fewer than `tables.ZSTD_MIN_ROWS` rows are Snappy-compressed (these pins were
-taken anew when that came in; the rows and their ids did not change).
+Segments of fewer than `tables.ZSTD_MIN_ROWS` rows are Snappy-compressed, and each source
+names its format and `--envelope` values (the pins were taken anew for each; the rows and
+their ids did not change).
 
 A segment holding rows that were spilled to a part file names its map entries after the
 column (what a Parquet round trip gives), so spilled and unspilled batches differ in bytes."""

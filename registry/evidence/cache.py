@@ -39,11 +39,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import blake3
 import duckdb
 
 from registry.evidence.rule import stored_evidence
-from registry.storage.digest import hex_of
+from registry.storage.digest import digest_file, hex_of
 from registry.storage.store import Store, cache_dir
 
 if TYPE_CHECKING:
@@ -93,11 +92,10 @@ def cached_file(store: Store, key: str) -> Path | None:
         return None
     path = where / f"{name}.parquet"
     try:
-        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
-        hasher.update_mmap(path)
-    except (OSError, ValueError):
+        actual = hex_of(digest_file(path))
+    except OSError:
         return None
-    if hasher.hexdigest() != name:
+    if actual != name:
         with contextlib.suppress(OSError):
             path.unlink()
         return None
@@ -121,9 +119,7 @@ def write(store: Store, key: str, con: duckdb.DuckDBPyConnection) -> Path | None
         con.execute("SET temp_directory = ?", [str(spill)])
         con.execute("SET memory_limit = ?", [BUILD_MEMORY])
         con.execute(f"COPY ({stored_evidence(con)}) TO '{temp}' (FORMAT parquet)")
-        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
-        hasher.update_mmap(temp)
-        name = hasher.hexdigest()
+        name = hex_of(digest_file(temp))
         path = where / f"{name}.parquet"
         os.replace(temp, path)
         pointer = where / f".key-{key}.{uuid.uuid4().hex}.tmp"

@@ -64,6 +64,9 @@ class Source:
     format: str
     records: int = 0
     context: ImportContext = field(default_factory=ImportContext, repr=False)
+    read_before: int | None = None
+    """The ingest commit that read the same bytes the same way, when this one did not read
+    them again (see `registry.ingest`)."""
     _hasher: Any = field(default_factory=blake3.blake3, repr=False)
     _digest: str | None = field(default=None, repr=False)
 
@@ -83,6 +86,11 @@ class Source:
     def digest(self) -> str:
         """blake3 of the bytes read (valid once the source has been read to the end)."""
         return self._digest or PREFIX + self._hasher.hexdigest()
+
+    @property
+    def reading(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """How records are made of the bytes: the format and the `--envelope` values."""
+        return self.format, tuple(sorted(self.context.envelope.items()))
 
 
 def resolve_sources(paths: list[str], fmt: str = "auto") -> list[Source]:

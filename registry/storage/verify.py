@@ -30,11 +30,8 @@ written objects that no commit names yet; queries never read them, so they are n
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import blake3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -42,7 +39,7 @@ from registry.errors import IntegrityError
 from registry.evidence.keys import derive_keys
 from registry.evidence.retract import retracted_ids
 from registry.storage import checkpoints, ledger, merkle
-from registry.storage.digest import PREFIX
+from registry.storage.digest import digest_file
 from registry.storage.store import MARKER, Store
 from registry.storage.tables import ATTEMPT_SCHEMA, read_segment, table_to_records
 from registry_schemas import Commit, SegmentEntry
@@ -467,7 +464,7 @@ def _check_object(store: Store, relative: str, digest: str, report: VerifyReport
     # a tenth of hashing a small segment.
     path = f"{store.root}/{relative}" if store.is_local else store.resolve(relative)
     try:
-        actual = _digest_file(path)
+        actual = digest_file(path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         report.problems.append(f"{relative}: missing (named by the ledger)")
         return False
@@ -478,32 +475,6 @@ def _check_object(store: Store, relative: str, digest: str, report: VerifyReport
         report.problems.append(f"{relative}: altered, blake3 is {actual}, ledger says {digest}")
         return False
     return True
-
-
-_MMAP_FROM = 1 << 20
-"""Files from this size on are memory-mapped and hashed on every core; smaller ones are read
-whole in one call (a thread pool and a mapping cost more than they save on small files)."""
-
-
-def _digest_file(path: Path | str) -> str:
-    """The `blake3:` digest of a file's bytes: what `digest_file` computes, faster.
-
-    Raises:
-        OSError: the file cannot be opened or read (FileNotFoundError when it is absent).
-    """
-    handle = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        size = os.fstat(handle).st_size
-        if size < _MMAP_FROM:  # one read of the whole file, then one that finds its end
-            hasher = blake3.blake3(os.read(handle, size + 1))
-            while chunk := os.read(handle, 1 << 16):
-                hasher.update(chunk)
-            return PREFIX + hasher.hexdigest()
-    finally:
-        os.close(handle)
-    hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
-    hasher.update_mmap(path)
-    return PREFIX + hasher.hexdigest()
 
 
 def _check_segment_bytes(
