@@ -4,9 +4,9 @@ All or nothing: every record of every input is validated before anything becomes
 Records are checked in chunks (`_check_chunk`: validation, `--envelope`, digests, the chunk's
 segment rows built column by column), here or, for large native inputs, by two worker
 processes, while this process reads, deduplicates and admits the records in input order (see
-`_feed`). Rows wait in memory as Arrow (handed to their cohorts every `_ARROW_ROWS` rows;
-written to a part file in the writer's temp area every `spill_rows` rows),
-one segment per cohort is written to the temp area, segments are published create-if-absent,
+`_feed`). The checked chunks wait in memory as Arrow; every `spill_rows` admitted rows are
+gathered, sorted by cohort, into one part file in the writer's temp area. At the end one
+segment per cohort is written to the temp area, segments are published create-if-absent,
 and only then is the commit that names them appended. A failure at any point leaves at most
 the temp area, which is removed.
 
@@ -60,8 +60,8 @@ from registry.storage.tables import (
 )
 
 SPILL_ROWS = 100_000
-_ARROW_ROWS = 8192
-"""Rows held as Python values before they are converted to Arrow (bounds memory)."""
+_DEAD_ROWS = 8192
+"""Held rows that were not admitted (already present) before they are dropped (`_compact`)."""
 _THREADS = 2
 """Segments written and published at once (Parquet encoding and fsync release the GIL)."""
 
@@ -87,8 +87,8 @@ class _Cohort:
     key: str
     parts: list[tuple[int, int, int]] = field(default_factory=list)
     """(part file, first row, rows) of each spill that held rows of this cohort, in order."""
-    tables: list[pa.Table] = field(default_factory=list)
-    """Rows converted to Arrow since the last spill, in order."""
+    tail: tuple[int, int] | None = None
+    """(first row, rows) of this cohort's rows after the last spill in `_Batch.tail`."""
     task_ids: set[str] = field(default_factory=set)
     spilled: bool = False
     """Whether rows of this cohort were due to be spilled (written to a part file)."""
@@ -101,16 +101,17 @@ class _Batch:
     spill_rows: int
     cohorts: dict[str, _Cohort] = field(default_factory=dict)
     checked: list[pa.Table] = field(default_factory=list)
-    """Arrow rows of checked chunks not yet handed to cohorts."""
+    """Arrow rows of the checked chunks since the last spill (admitted or not)."""
     checked_rows: int = 0
     kept: list[tuple[str, int]] = field(default_factory=list)
-    """(cohort key, row of the concatenated `checked` tables) of each admitted row."""
+    """(cohort key, row of the concatenated `checked` tables) of each row admitted since the
+    last spill, in input order."""
+    tail: pa.Table | None = None
+    """The rows admitted after the last spill, sorted by cohort (`_write_segments`)."""
     parts: list[Path] = field(default_factory=list)
     spill_due: bool = False
     """`spill_rows` rows have been buffered: the part file is written when the next one comes
     (never if the input ends first: the rows go straight to their segments)."""
-    seen: set[bytes | str] = field(default_factory=set)
-    """Attempt ids (`admission.id_key`) admitted from this input."""
     known: dict[str, set[bytes | str]] = field(default_factory=dict)
     """Attempt ids (`id_key`) stored per cohort, loaded on first use (`_known_ids`)."""
     unread: dict[str, list[str]] = field(default_factory=dict)
@@ -182,6 +183,7 @@ def ingest(
                     native = pool is not None and source.format in NATIVE_FORMATS
                     _feed(batch, pool if native else None, source, tick)
             batch.admission.check_regrades()
+            batch.admission = None  # its per-attempt state is done with: free it before writing
             segments = _write_segments(batch)
             checkpoint("after-temp-segments")
             try:
@@ -277,13 +279,13 @@ def _admit(batch: _Batch, label: str, location: str, fact: Fact) -> bool:
     """Count a valid record; True if it is new (admitted), False if already present."""
     batch.read += 1
     key = fact.key
-    if key in batch.seen or key in _known_ids(batch, fact.cohort_key):
+    assert batch.admission is not None
+    if batch.admission.admitted(key) or key in _known_ids(batch, fact.cohort_key):
         batch.present += 1
         if key in batch.retracted:
             batch.resurrections += 1
         return False
-    assert batch.admission is not None
-    batch.seen.add(batch.admission.admit(label, location, fact))
+    batch.admission.admit(label, location, fact)
     cohort = batch.cohorts.get(fact.cohort_key)
     if cohort is None:
         cohort = batch.cohorts[fact.cohort_key] = _Cohort(fact.cohort_key)
@@ -291,23 +293,20 @@ def _admit(batch: _Batch, label: str, location: str, fact: Fact) -> bool:
     return True
 
 
-def _before_row(batch: _Batch) -> None:
-    """Write the part file of a spill that is due, now that another row follows it."""
-    if batch.spill_due:
-        _spill(batch)
+def _after_row(batch: _Batch) -> None:
+    """Count an admitted row; after `spill_rows` of them a spill is due.
 
-
-def _after_row(batch: _Batch) -> bool:
-    """Count a buffered row; True when it completes a spill (its rows must be in Arrow)."""
+    The part file is written when the next row comes (`_take`), never if the input ends
+    first: those rows go straight to their segments. The cohorts holding rows at that point
+    are marked spilled (their segments keep the schema a part file gives).
+    """
     batch.buffered += 1
     if batch.buffered < batch.spill_rows:
-        return False
-    _to_arrow(batch)
-    for held in batch.cohorts.values():
-        held.spilled = held.spilled or bool(held.tables)
+        return
+    for key in {key for key, _ in batch.kept}:
+        batch.cohorts[key].spilled = True
     batch.buffered = 0
     batch.spill_due = True
-    return True
 
 
 # --- validation in worker processes ---------------------------------------------------------
@@ -435,7 +434,6 @@ def _feed(
     with at most `2 * _WORKERS` chunks in flight, and admitted in input order. An error the
     reader raises comes after those of the records before it.
     """
-    _to_arrow(batch)  # rows of an earlier source come first
     envelope = source.context.envelope
     window: deque[tuple[list[tuple[str, bytes]], Future[_Checked]]] = deque()
     chunk: list[tuple[str, bytes]] = []
@@ -486,64 +484,63 @@ def _take(batch: _Batch, source: Source, items: list[tuple[str, bytes]], checked
     for index, fact in enumerate(checked.facts):
         if not _admit(batch, source.label, items[index][0], fact):
             continue
-        _before_row(batch)
-        batch.kept.append((fact.cohort_key, base + index))
-        if _after_row(batch) and table is not None:  # handed out: the rest of the chunk stays
+        if batch.spill_due:
+            assert table is not None
+            _spill(batch)  # the rows before this one; this chunk stays held
             batch.checked, batch.checked_rows, base = [table], len(table), 0
-    if len(batch.kept) >= _ARROW_ROWS:
-        _to_arrow(batch)
+        batch.kept.append((fact.cohort_key, base + index))
+        _after_row(batch)
+    if batch.checked_rows - len(batch.kept) >= _DEAD_ROWS:
+        _compact(batch)
     if checked.error is not None:
         kind, args = checked.error
         raise kind(*args)
 
 
-def _to_arrow(batch: _Batch) -> None:
-    """Hand each cohort its admitted rows of the held chunks as one Arrow slice each."""
-    if batch.kept:
-        _group(batch, pa.concat_tables(batch.checked), batch.kept)
-    batch.checked, batch.checked_rows, batch.kept = [], 0, []
+def _held(batch: _Batch, by_cohort: bool) -> pa.Table:
+    """The rows admitted since the last spill, contiguous: in input order, or by cohort.
+
+    One `take` over the held chunks; by cohort, rows keep input order within a cohort.
+    """
+    kept = sorted(batch.kept, key=lambda row: row[0]) if by_cohort else batch.kept
+    table = pa.concat_tables(batch.checked)
+    return table.take(pa.array([row for _, row in kept], pa.int64()))
 
 
-def _group(batch: _Batch, table: pa.Table, rows: list[tuple[str, int]]) -> None:
-    """Append rows of `table` to their cohorts, in order: one `take`, then a slice each."""
-    order: dict[str, list[int]] = {}
-    for key, index in rows:
-        indices = order.get(key)
-        if indices is None:
-            order[key] = [index]
-        else:
-            indices.append(index)
-    taken = table.take(pa.array([i for indices in order.values() for i in indices]))
-    offset = 0
-    for key, indices in order.items():
-        batch.cohorts[key].tables.append(taken.slice(offset, len(indices)))
-        offset += len(indices)
+def _compact(batch: _Batch) -> None:
+    """Drop held rows that were not admitted (already present); keep the admitted ones."""
+    table = _held(batch, by_cohort=False)
+    batch.kept = [(key, row) for row, (key, _) in enumerate(batch.kept)]
+    batch.checked, batch.checked_rows = [table], len(table)
 
 
 def _spill(batch: _Batch) -> None:
-    """Write every cohort's rows since the last spill to one part file, sorted by cohort.
+    """Write the rows admitted since the last spill to one part file, sorted by cohort.
 
     Segments are later written in cohort order, so each part file is read once, front to
-    back (`_PartReader`), whatever the number of cohorts.
+    back (`_PartReader`), whatever the number of cohorts. The rows are gathered into one
+    contiguous table first: a table of thousands of small slices writes ten times slower.
     """
     index = len(batch.parts)
     part = batch.area / f"part-{index}.parquet"
-    tables: list[pa.Table] = []
-    offset = 0
-    for key in sorted(batch.cohorts):
-        cohort = batch.cohorts[key]
-        if not cohort.tables:
-            continue
-        rows = sum(len(t) for t in cohort.tables)
-        tables.extend(cohort.tables)
-        cohort.parts.append((index, offset, rows))
-        cohort.tables = []
-        offset += rows
-    pq.write_table(pa.concat_tables(tables), part, row_group_size=_PART_ROWS, **PART_OPTIONS)
-    del tables
+    table = _held(batch, by_cohort=True)
+    for key, first, rows in _ranges(sorted(key for key, _ in batch.kept)):
+        batch.cohorts[key].parts.append((index, first, rows))
+    pq.write_table(table, part, row_group_size=_PART_ROWS, **PART_OPTIONS)
+    del table
     batch.parts.append(part)
+    batch.checked, batch.checked_rows, batch.kept = [], 0, []
     batch.spill_due = False
     checkpoint("after-spill")
+
+
+def _ranges(keys: list[str]) -> Iterator[tuple[str, int, int]]:
+    """(key, first row, rows) of each run of equal keys in a sorted list."""
+    first = 0
+    for position in range(1, len(keys) + 1):
+        if position == len(keys) or keys[position] != keys[first]:
+            yield keys[first], first, position - first
+            first = position
 
 
 _PART_ROWS = 8192
@@ -580,8 +577,9 @@ def _cohort_table(batch: _Batch, cohort: _Cohort, readers: dict[int, _PartReader
         if index not in readers:
             readers[index] = _PartReader(batch.parts[index])
         tables.append(readers[index].rows(offset, rows))
-    tables.extend(cohort.tables)
-    cohort.tables = []
+    if cohort.tail is not None:
+        assert batch.tail is not None
+        tables.append(batch.tail.slice(*cohort.tail))
     table = pa.concat_tables(tables).combine_chunks()
     if cohort.spilled and not cohort.parts:  # as if read back from the part file
         for name in MAP_FIELDS:
@@ -605,7 +603,11 @@ def _write_segments(batch: _Batch) -> list[dict[str, Any]]:
     Tables are assembled in this thread, in cohort order, and written by a small pool; at
     most `2 * _THREADS` tables are held at once.
     """
-    _to_arrow(batch)
+    if batch.kept:
+        batch.tail = _held(batch, by_cohort=True)
+        for key, first, rows in _ranges(sorted(key for key, _ in batch.kept)):
+            batch.cohorts[key].tail = (first, rows)
+        batch.checked, batch.checked_rows, batch.kept = [], 0, []
     readers: dict[int, _PartReader] = {}
     segments: list[dict[str, Any]] = []
     try:

@@ -176,3 +176,26 @@ def test_cli_says_which_sources_it_did_not_read(tmp_path):
     assert "read the same way by commit 1; its 2 attempts are all present" in result.stdout
     result = runner.invoke(app, ["ingest", str(path), "--root", root, "--json"])
     assert json.loads(result.stdout)["sources"][0]["read_before"] == 1
+
+
+@pytest.mark.parametrize("spill", [5, 1000])
+def test_present_rows_among_new_ones_leave_the_same_segments(tmp_path, monkeypatch, spill):
+    """Already-present rows held among new ones are dropped (`_compact`), spills or not."""
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(ingest_module, "_DEAD_ROWS", 3)
+    monkeypatch.setattr(ingest_module, "_CHUNK_RECORDS", 4)
+    everything = records(40)
+    old = write_jsonl(tmp_path / "old.jsonl", everything[::2])
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", everything)
+    ingest(tmp_path / "reg", [str(old)], spill_rows=spill)
+    result = ingest(tmp_path / "reg", [str(mixed)], spill_rows=spill)
+    assert (result.new, result.present) == (20, 20)
+    alone = write_jsonl(tmp_path / "new.jsonl", everything[1::2])
+    ingest(tmp_path / "fresh", [str(alone)], spill_rows=spill)
+
+    def rows(root: Path, seq: int) -> list[list[dict[str, Any]]]:
+        [entry] = [e for e in read_ledger(open_store(root)) if e.seq == seq]
+        return [pq.read_table(root / s.path).to_pylist() for s in entry.commit.segments]
+
+    assert rows(tmp_path / "reg", 2) == rows(tmp_path / "fresh", 1)

@@ -107,11 +107,15 @@ class Admission:
     input)."""
     regrades: list[_Regrade] = field(default_factory=list)
     graders: dict[bytes | str, tuple[str, str]] = field(default_factory=dict)
-    """This input's attempt ids (`id_key`) -> (task id, grader version), for regrades named
-    in it."""
+    """This input's admitted attempt ids (`id_key`) -> (task id, grader version), for
+    regrades named in it; also what tells an attempt seen earlier in the input."""
     shared: dict[Any, Any] = field(default_factory=dict)
     """One object per distinct value kept above (task ids, systems, pairs): a million
     attempts repeat a few thousand of them, and each record parsed its own copy."""
+
+    def admitted(self, key: bytes | str) -> bool:
+        """Whether an attempt (`id_key`) of this input was admitted already."""
+        return key in self.graders
 
     def admit(self, label: str, location: str, fact: Fact) -> bytes | str:
         """Check one new record; remember its slot and what it regrades; return its `id_key`.
