@@ -20,7 +20,7 @@ import contextlib
 import errno
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -418,6 +418,22 @@ def fetch(
         cursor = con.execute(sql, params or [])
         columns = [d[0] for d in cursor.description or []]
         return QueryResult(columns, cursor.fetchall())
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from None
+
+
+def fetch_batches(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any], rows: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Run a statement with bound parameters and yield its rows, `rows` at a time.
+
+    Raises:
+        QueryError: DuckDB rejected the query.
+    """
+    try:
+        cursor = con.execute(sql, params)
+        while batch := cursor.fetchmany(rows):
+            yield batch
     except duckdb.Error as exc:
         raise QueryError(_one_line(exc)) from None
 

@@ -17,10 +17,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import blake3
 import orjson
 
 from registry.errors import RegistryError
-from registry.evidence.query import QueryResult, connect, fetch
+from registry.evidence.query import QueryResult, connect, fetch, fetch_batches
 from registry.evidence.rule import (
     ENVELOPE_KEYS,
     TASK_INPUTS,
@@ -29,7 +30,7 @@ from registry.evidence.rule import (
     system_key,
     system_label,
 )
-from registry.storage.digest import digest_bytes
+from registry.storage.digest import PREFIX
 from registry.storage.store import Store
 from registry_schemas import CONFIGURATION_INPUTS
 
@@ -212,20 +213,28 @@ def snapshot_where(
 ) -> dict[str, Any]:
     """Return the evidence snapshot (digest of the sorted attempt ids, newest commit) in SQL.
 
-    Attempt ids are `blake3:<hex>`, so their canonical JSON array is built by concatenation.
+    Attempt ids are `blake3:<hex>`, so their canonical JSON array is built by concatenation;
+    DuckDB sorts them and they stream through the hash `_SNAPSHOT_BATCH` at a time, so a
+    million ids never sit in memory as one text.
     """
-    result = fetch(
-        con,
-        "SELECT '[' || coalesce(string_agg('\"' || attempt_id || '\"', ',' ORDER BY attempt_id),"
-        f" '') || ']', count(*), max(commit_seq) FROM attempts{where}",
-        list(params),
-    )
-    text, count, last = result.rows[0]
+    count, last = fetch(
+        con, f"SELECT count(*), max(commit_seq) FROM attempts{where}", list(params)
+    ).rows[0]
+    hasher = blake3.blake3(b"[")
+    separator = b""
+    ordered = f"SELECT attempt_id FROM attempts{where} ORDER BY attempt_id"
+    for rows in fetch_batches(con, ordered, list(params), _SNAPSHOT_BATCH):
+        hasher.update(separator + ('"' + '","'.join(r[0] for r in rows) + '"').encode())
+        separator = b","
+    hasher.update(b"]")
     return {
-        "evidence_digest": digest_bytes(text.encode()),
+        "evidence_digest": PREFIX + hasher.hexdigest(),
         "attempts": int(count),
         "last_commit_seq": last,
     }
+
+
+_SNAPSHOT_BATCH = 65536
 
 
 def read_evidence(
