@@ -357,9 +357,9 @@ def test_merkle_fields_of_the_head_are_checked_at_both_depths(two_commits, invok
 def test_file_digest_is_blake3_of_the_bytes_for_small_and_large_files(tmp_path):
     import blake3
 
-    from registry.storage.digest import MMAP_FROM
+    from registry.storage.digest import LARGE_FROM
 
-    for size in (0, 1, MMAP_FROM - 1, MMAP_FROM, 3 * MMAP_FROM + 12345):
+    for size in (0, 1, LARGE_FROM - 1, LARGE_FROM, 3 * LARGE_FROM + 12345):
         path = tmp_path / f"f{size}"
         data = os.urandom(size)
         path.write_bytes(data)
