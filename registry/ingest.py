@@ -329,16 +329,14 @@ def _checker_pool(
 ) -> Iterator[ProcessPoolExecutor | None]:
     """Worker processes for `_check_chunk`, or None where the sequential path must run.
 
-    Only for native formats without `--envelope` (which changes records before their
-    digests), when a core is idle, from a process with no other thread (forking a threaded
-    process can deadlock). `forkable` is false on an object root: its client runs threads
-    that `threading` does not see.
+    Only for large native inputs, when a core is idle, from a process with no other thread
+    (forking a threaded process can deadlock). `forkable` is false on an object root: its
+    client runs threads that `threading` does not see.
     """
     native = sum(s.size for s in sources if s.format in NATIVE_FORMATS and s.path)
     usable = (
         forkable
         and native >= PARALLEL_MIN_BYTES
-        and not context.envelope
         and _spare_core()
         and "fork" in mp.get_all_start_methods()
         and _single_threaded()

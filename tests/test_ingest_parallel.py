@@ -91,9 +91,9 @@ CASES: dict[str, dict[str, str]] = {
 }
 
 
-def _outcome(root: Path, names: list[str]) -> tuple[Any, ...]:
+def _outcome(root: Path, names: list[str], envelope: list[str] | None = None) -> tuple[Any, ...]:
     try:
-        result = ingest(root, names)
+        result = ingest(root, names, envelope=envelope)
     except RegistryError as exc:
         return type(exc).__name__, str(exc)
     pinned = _pinned(result.commit) if result.commit is not None else None
@@ -130,3 +130,58 @@ def test_reingest_through_workers_finds_everything_present(
     assert (first.new, first.present) == (14, 0)
     assert (second.read, second.new, second.present, second.commit) == (14, 0, 14, None)
     assert len(calls) == 2
+
+
+LEGACY = {
+    "agent": "coder",
+    "agent_version": None,
+    "provider": None,
+    "model": None,
+    "harness_version": None,
+}
+
+
+def _legacy(n: int, **envelope: Any) -> str:
+    """A record without terminal identity, its model and provider left for `--envelope`."""
+    return json.dumps(
+        make_record(
+            with_identity=False,
+            task_id=f"t{n % 3}",
+            repeat_index=n,
+            envelope={**LEGACY, **envelope},
+        )
+    )
+
+
+def _legacy_lines(count: int, bad: dict[int, str]) -> str:
+    return "".join(bad.get(i, _legacy(i)) + "\n" for i in range(1, count + 1))
+
+
+ENVELOPE_CASES: dict[str, str] = {
+    "fills-every-record": _legacy_lines(12, {}),
+    "conflicting-model-in-third-chunk": _legacy_lines(12, {8: _legacy(8, model="m-0")}),
+    "bound-identity-in-second-chunk": _legacy_lines(12, {5: _good(5, envelope=LEGACY)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ENVELOPE_CASES))
+def test_parallel_ingest_with_envelope_gives_the_same_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: list[str], case: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("a.jsonl").write_text(ENVELOPE_CASES[case])
+    envelope = ["model=m-9", "provider=acme"]
+    sequential = _outcome(tmp_path / "one", ["a.jsonl"], envelope)
+    assert not calls
+    _force(monkeypatch)
+    parallel = _outcome(tmp_path / "two", ["a.jsonl"], envelope)
+    assert calls
+    assert parallel == sequential
+    expected = {
+        "fills-every-record": 12,
+        "conflicting-model-in-third-chunk": "a.jsonl:line 8: field 'envelope.model'",
+        "bound-identity-in-second-chunk": "a.jsonl:line 5: field 'terminal_identity'",
+    }[case]
+    assert (
+        parallel[1] == expected if isinstance(expected, int) else parallel[1].startswith(expected)
+    )
