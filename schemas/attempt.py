@@ -71,11 +71,12 @@ INVALID_CLASSES: tuple[TerminalClass, ...] = (
 """Infrastructure-invalid classes: retained as evidence, held out of the denominator."""
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""What `task_id` may not contain (C0 and C1 controls and DEL)."""
 
 
 def _reject_control_characters(value: str) -> str:
-    if _CONTROL.search(value):
+    if CONTROL_CHARACTERS.search(value):
         raise ValueError("must not contain control characters")
     return value
 

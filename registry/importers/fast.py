@@ -23,54 +23,26 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from registry_schemas.attempt import MAX_SAFE_INTEGER, TerminalClass
+from registry_schemas.attempt import (
+    CONTROL_CHARACTERS,
+    DIGEST_PATTERN,
+    MAX_SAFE_INTEGER,
+    AttemptRecord,
+    CohortInputs,
+    Envelope,
+    TerminalClass,
+)
 
+# Field names come from the model itself; the rules below mirror its types and validators.
 _CLASSES = frozenset(c.value for c in TerminalClass)
-_INPUTS = (
-    "case_digest",
-    "prompt_digest",
-    "source_digest",
-    "wiki_digest",
-    "tool_policy_digest",
-    "budget",
-    "harness_package",
-    "grader_version",
-    "agent_system_digest",
-    "environment_digest",
-)
-_INPUT_KEYS = frozenset(_INPUTS)
-_TEXT_INPUTS = tuple(key for key in _INPUTS if key != "budget")
-_ENVELOPE = ("agent", "agent_version", "provider", "model", "harness_version")
+_INPUT_KEYS = frozenset(CohortInputs.model_fields)
+_TEXT_INPUTS = tuple(key for key in CohortInputs.model_fields if key != "budget")
+_ENVELOPE = tuple(Envelope.model_fields)
 _ENVELOPE_KEYS = frozenset(_ENVELOPE)
-_REQUIRED = frozenset(
-    {
-        "experiment_id",
-        "task_id",
-        "repeat_index",
-        "inputs",
-        "terminal_class",
-        "envelope",
-        "runtime_seconds",
-    }
-)
-_FIELDS = frozenset(
-    {
-        *_REQUIRED,
-        "terminal_identity",
-        "started_at",
-        "finished_at",
-        "cost_usd",
-        "input_tokens",
-        "output_tokens",
-        "cached_input_tokens",
-        "plan_id",
-        "derived_from",
-        "labels",
-        "artifacts",
-    }
-)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_DIGEST = re.compile("blake3:[0-9a-f]{64}")
+_FIELDS = frozenset(AttemptRecord.model_fields)
+_REQUIRED = frozenset(name for name, f in AttemptRecord.model_fields.items() if f.is_required())
+_CONTROL = CONTROL_CHARACTERS
+_DIGEST = re.compile(DIGEST_PATTERN)  # used with fullmatch: no trailing line break passes
 # RFC 3339 as the model reads it, narrowed to the forms whose parse is certain to agree with
 # pydantic's: ASCII digits, an upper-case T and Z, 1-6 fraction digits, an offset of at most
 # 23:59.
