@@ -180,10 +180,40 @@ def test_a_pack_that_changes_a_row_commit_is_named_by_verify(tmp_path):
     assert any(forged in p for p in verify(store).problems)
 
 
+def test_one_forged_segment_of_a_pack_is_named_alone(tmp_path):
+    """Two packed segments in one pack commit: a value changed in one names that one only."""
+    store = one_attempt_ingests(tmp_path / "reg", 12, tasks=2)
+    result = pack(store)
+    assert result.commit is not None and result.commit.commit.pack is not None
+    first, second = result.commit.commit.pack.segments
+    table = read_segment(store.resolve(first.path))
+    index = table.column_names.index("terminal_class")
+    classes = table.column("terminal_class").to_pylist()
+    classes[0] = "timeout" if classes[0] != "timeout" else "resolved"
+    table = table.set_column(index, table.schema.field(index), pa.array(classes, pa.string()))
+    forged = _forge_pack(
+        store, result.commit, first.cohort_key, table, first.supersedes, keep=[second]
+    )
+    problems = verify(store).problems
+    assert [p for p in problems if "does not hold exactly the rows" in p] == [
+        f"{forged}: does not hold exactly the rows (attempt ids, content and commits) of the "
+        "segments it supersedes"
+    ], problems
+    assert not any(second.path in p for p in problems)
+
+
 def _forge_pack(
-    store: Store, entry: ledger.LedgerEntry, cohort: str, table: pa.Table, supersedes: list[str]
+    store: Store,
+    entry: ledger.LedgerEntry,
+    cohort: str,
+    table: pa.Table,
+    supersedes: list[str],
+    keep: list[Any] = (),  # type: ignore[assignment]
 ) -> str:
-    """Write another pack commit of `table` in place of the real one (a forged history)."""
+    """Write another pack commit of `table` in place of the real one (a forged history).
+
+    `keep`: packed segments of the real commit that the forged one names too.
+    """
     with store.temp_area() as area:
         temp = area / "forged.parquet"
         write_segment(table, temp)
@@ -201,8 +231,12 @@ def _forge_pack(
     name = store.resolve(ledger.commit_name(entry.seq))
     os.chmod(name, 0o644)
     name.unlink()
+    kept = [s.model_dump(mode="json") for s in keep]
     assert ledger.try_append(
-        store, entry.seq, entry.commit.prev, {"kind": "pack", "pack": {"segments": [segment]}}
+        store,
+        entry.seq,
+        entry.commit.prev,
+        {"kind": "pack", "pack": {"segments": [segment, *kept]}},
     )
     return path
 

@@ -120,9 +120,7 @@ def write(store: Store, key: str, con: duckdb.DuckDBPyConnection) -> Path | None
         con.execute("SET memory_limit = ?", [BUILD_MEMORY])
         # zstd: 84 MB instead of Snappy's 145 MB at 1M attempts, as fast to write and to
         # query, and the file is hashed before every read
-        con.execute(
-            f"COPY ({stored_evidence(con)}) TO '{temp}' (FORMAT parquet, COMPRESSION zstd)"
-        )
+        con.execute(f"COPY ({stored_evidence(con)}) TO '{temp}' (FORMAT parquet, COMPRESSION zstd)")
         name = hex_of(digest_file(temp))
         path = where / f"{name}.parquet"
         os.replace(temp, path)
