@@ -391,3 +391,17 @@ def test_rows_built_by_column_equal_rows_built_by_record(batch):
     assert records_to_table(valid, ids, cohorts).equals(by_row, check_metadata=True)
     budgets = [validated_keys(m)[3] for m in valid]
     assert records_to_table(valid, ids, cohorts, budgets).equals(by_row, check_metadata=True)
+
+
+@pytest.mark.parametrize("depth", [1, 31, 32, 33, 200, 900])
+def test_deep_budgets_are_left_to_the_model(depth):
+    record = make_record()
+    record["inputs"]["budget"] = {"turns": "deep"}
+    payload = orjson.dumps(record).replace(
+        b'"deep"', b"[" * depth + b"1" + b"]" * depth
+    )  # orjson writes fewer levels than it reads
+    fast = checked_record(orjson.loads(payload))  # never a RecursionError
+    if depth >= 32:  # the budget object and 32 lists: deeper than the fast path goes
+        assert fast is None
+    else:
+        assert fast is not None and model_form(payload) is not None

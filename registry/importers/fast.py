@@ -163,7 +163,12 @@ def _inputs(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def _check_json(value: Any) -> None:
+_MAX_DEPTH = 32
+"""Budget objects nested deeper than this go to the model. orjson reads 1,024 levels, the
+model's JSON reader far fewer (it names the rest malformed JSON), and this check recurses."""
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
     """A budget object: finite numbers and integers within ±(2**53 - 1), at any depth."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
@@ -172,13 +177,15 @@ def _check_json(value: Any) -> None:
         if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # NaN and infinities fail
             raise _NotPlain
         return
+    if depth >= _MAX_DEPTH:
+        raise _NotPlain
     if kind is dict:
         for item in value.values():
-            _check_json(item)
+            _check_json(item, depth + 1)
         return
     if kind is list:
         for item in value:
-            _check_json(item)
+            _check_json(item, depth + 1)
         return
     raise _NotPlain
 
