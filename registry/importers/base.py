@@ -326,5 +326,10 @@ def with_identity(record: dict[str, Any]) -> dict[str, Any]:
     Importers read the envelope from the harness's own output (what actually ran), so the
     imported evidence is observed, not legacy: it carries a terminal identity.
     """
-    cohort = cohort_key_of(record["task_id"], record["inputs"])
-    return {**record, "terminal_identity": terminal_identity_of(record, cohort)}
+    try:
+        cohort = cohort_key_of(record["task_id"], record["inputs"])
+        return {**record, "terminal_identity": terminal_identity_of(record, cohort)}
+    except rfc8785.CanonicalizationError:
+        # A value canonical JSON cannot hold (an epoch beyond 2^53, say) is not a valid
+        # record either: validation names the field, in one line.
+        return {**record, "terminal_identity": None}

@@ -613,7 +613,12 @@ def _iter_imported(source: Source, progress: ProgressFn | None) -> Iterator[tupl
     source._digest = _tree_digest(source.path, progress)
     importer = get_importer(source.format)
     for location, record in importer.read(source.path, source.context):
-        yield location, orjson.dumps(record)
+        try:
+            payload = orjson.dumps(record)
+        except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits, say
+            problem = f"holds a value JSON cannot carry ({exc}); integers must be within ±2^53"
+            raise InvalidRecordError(source.label, location, None, problem) from None
+        yield location, payload
 
 
 def _tree_digest(path: Path, progress: ProgressFn | None = None) -> str:
