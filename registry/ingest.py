@@ -108,6 +108,8 @@ class _Batch:
     last spill, in input order."""
     tail: pa.Table | None = None
     """The rows admitted after the last spill, sorted by cohort (`_write_segments`)."""
+    spilled_tail: pa.Table | None = None
+    """`tail` with the schema a part file gives, made once when a cohort needs it."""
     parts: list[Path] = field(default_factory=list)
     spill_due: bool = False
     """`spill_rows` rows have been buffered: the part file is written when the next one comes
@@ -570,6 +572,12 @@ class _PartReader:
 
 
 def _cohort_table(batch: _Batch, cohort: _Cohort, readers: dict[int, _PartReader]) -> pa.Table:
+    """The rows of one cohort's segment, each column one contiguous chunk.
+
+    A cohort whose rows were due to be spilled gets the schema a part file gives even when
+    the input ended before the part was written, so a segment's bytes do not depend on when
+    the input ended; the tail is cast once for all such cohorts, not once per cohort.
+    """
     tables = []
     for index, offset, rows in cohort.parts:
         if index not in readers:
@@ -577,13 +585,23 @@ def _cohort_table(batch: _Batch, cohort: _Cohort, readers: dict[int, _PartReader
         tables.append(readers[index].rows(offset, rows))
     if cohort.tail is not None:
         assert batch.tail is not None
-        tables.append(batch.tail.slice(*cohort.tail))
-    table = pa.concat_tables(tables).combine_chunks()
-    if cohort.spilled and not cohort.parts:  # as if read back from the part file
-        for name in MAP_FIELDS:
-            index = table.schema.get_field_index(name)
-            target = _spilled_schema().field(name)
-            table = table.set_column(index, target, table.column(name).cast(target.type))
+        tail = batch.tail
+        if cohort.spilled and not cohort.parts:  # as if read back from the part file
+            if batch.spilled_tail is None:
+                batch.spilled_tail = _as_spilled(batch.tail)
+            tail = batch.spilled_tail
+        tables.append(tail.slice(*cohort.tail))
+    if len(tables) == 1 and all(column.num_chunks == 1 for column in tables[0].columns):
+        return tables[0]  # one slice of one contiguous table: nothing to gather
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def _as_spilled(table: pa.Table) -> pa.Table:
+    """`table` with the map columns' types as a Parquet round trip gives them."""
+    for name in MAP_FIELDS:
+        index = table.schema.get_field_index(name)
+        target = _spilled_schema().field(name)
+        table = table.set_column(index, target, table.column(name).cast(target.type))
     return table
 
 

@@ -224,6 +224,30 @@ def test_read_ledger_refuses_a_path_naming_another_cohort(loaded_root):
         registry.read_ledger(store)
 
 
+def test_read_ledger_refuses_a_commit_naming_one_segment_twice(loaded_root):
+    store = registry.open_store(loaded_root)
+    first = registry.read_ledger(store)[0].commit.segments[0].model_dump()
+    digests = ["blake3:" + c * 64 for c in "01"]  # named by no earlier commit
+    entry, other = (
+        {**first, "digest": d, "path": store.segment_path(first["cohort_key"], d)} for d in digests
+    )
+    ledger.append(
+        store,
+        {
+            "kind": "ingest",
+            "segments": [entry, other, entry],
+            "attempts_read": 3 * entry["rows"],
+            "attempts_new": 3 * entry["rows"],
+        },
+    )
+
+    with pytest.raises(IntegrityError) as caught:
+        registry.read_ledger(store)
+    assert str(caught.value).startswith(
+        f"commit ledger/000000000002.json is damaged ({entry['path']} is already named"
+    )
+
+
 def test_verify_names_every_problem_of_a_damaged_registry(loaded_root, tmp_path, invoke):
     # verify walks the ledger itself: a gap does not stop it from checking every segment.
     store = _two_ingests(loaded_root, tmp_path)

@@ -195,7 +195,11 @@ def _check_entry(entry: LedgerEntry, expected: int, prev: str | None) -> None:
 
 
 def _claim(entry: LedgerEntry, claimed: set[str]) -> None:
-    for path in segment_paths(entry.commit):
+    paths = segment_paths(entry.commit)
+    if claimed.isdisjoint(paths) and len(set(paths)) == len(paths):
+        claimed.update(paths)
+        return
+    for path in paths:  # a path named twice: the first one, for the message
         if path in claimed:
             raise _damaged(commit_name(entry.seq), f"{path} is already named by an earlier commit")
         claimed.add(path)
@@ -224,6 +228,10 @@ def path_problems(commit: Commit) -> list[str]:
     problems = []
     packed = commit.pack.segments if commit.pack is not None else []
     for segment in [*commit.segments, *packed]:
+        # The model holds both digests to `blake3:` + 64 lowercase hex, so a path equal to the
+        # one they spell is well formed; only another path is parsed, to say what is wrong.
+        if segment.path == _segment_path(segment.cohort_key, segment.digest):
+            continue
         match = SEGMENT_PATH.fullmatch(segment.path)
         expected = (hex_of(segment.cohort_key), hex_of(segment.digest))
         if match is None:
@@ -255,6 +263,13 @@ def path_problems(commit: Commit) -> list[str]:
         elif match.group(1) != hex_of(plan.digest):
             problems.append(f"plan path {plan.path} does not match its digest")
     return problems
+
+
+def _segment_path(cohort_key: str, digest: str) -> str:
+    return f"attempts/cohort={cohort_key[_PREFIX_LENGTH:]}/{digest[_PREFIX_LENGTH:]}.parquet"
+
+
+_PREFIX_LENGTH = len(PREFIX)
 
 
 def head(store: Store) -> tuple[int, str | None]:
