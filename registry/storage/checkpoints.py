@@ -278,8 +278,15 @@ def checkpoint_problems(
     intact = 0  # commits 1..intact sit at their positions in `entries`
     while intact < len(entries) and entries[intact].seq == intact + 1:
         intact += 1
+    loaded_by_path: dict[str, LoadedCheckpoint | None] = {}
+
+    def load(path: str) -> LoadedCheckpoint | None:  # each one is parsed once, not twice
+        if path not in loaded_by_path:
+            loaded_by_path[path] = load_checkpoint(store, path)
+        return loaded_by_path[path]
+
     for seq, path in sorted(list_checkpoints(store)):
-        loaded = load_checkpoint(store, path)
+        loaded = load(path)
         if loaded is None:
             problems.append(
                 f"{path}: damaged checkpoint (its bytes do not hash to its name, it does not "
@@ -297,7 +304,7 @@ def checkpoint_problems(
             continue  # the ledger before it is damaged: verify names that already
         previous = None
         if loaded.checkpoint.previous is not None:
-            previous = load_checkpoint(store, loaded.checkpoint.previous)
+            previous = load(loaded.checkpoint.previous)
             if previous is None:
                 problems.append(
                     f"{path}: the checkpoint it chains to, {loaded.checkpoint.previous}, "
