@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from registry.errors import IntegrityError, LedgerConflictError, RegistryError, StorageError
 from registry.storage.canonical import canonical_json
 from registry.storage.digest import PREFIX, digest_bytes, hex_of
-from registry.storage.store import Store
+from registry.storage.store import Store, segment_path_of
 from registry_schemas import Commit
 
 MAX_ATTEMPTS = 1000
@@ -230,7 +230,7 @@ def path_problems(commit: Commit) -> list[str]:
     for segment in [*commit.segments, *packed]:
         # The model holds both digests to `blake3:` + 64 lowercase hex, so a path equal to the
         # one they spell is well formed; only another path is parsed, to say what is wrong.
-        if segment.path == _segment_path(segment.cohort_key, segment.digest):
+        if segment.path == segment_path_of(segment.cohort_key, segment.digest):
             continue
         match = SEGMENT_PATH.fullmatch(segment.path)
         expected = (hex_of(segment.cohort_key), hex_of(segment.digest))
@@ -263,13 +263,6 @@ def path_problems(commit: Commit) -> list[str]:
         elif match.group(1) != hex_of(plan.digest):
             problems.append(f"plan path {plan.path} does not match its digest")
     return problems
-
-
-def _segment_path(cohort_key: str, digest: str) -> str:
-    return f"attempts/cohort={cohort_key[_PREFIX_LENGTH:]}/{digest[_PREFIX_LENGTH:]}.parquet"
-
-
-_PREFIX_LENGTH = len(PREFIX)
 
 
 def head(store: Store) -> tuple[int, str | None]:

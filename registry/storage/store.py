@@ -116,6 +116,11 @@ class LocalBackend:
         return sorted(names)
 
 
+def segment_path_of(cohort_key: str, digest: str) -> str:
+    """The root-relative path of the segment with this cohort key and file digest."""
+    return f"attempts/cohort={hex_of(cohort_key)}/{hex_of(digest)}.parquet"
+
+
 @dataclass(frozen=True)
 class Store:
     """A registry root: a local directory, or a bucket prefix read through a local cache.
@@ -163,7 +168,7 @@ class Store:
 
     def segment_path(self, cohort_key: str, digest: str) -> str:
         """Return the root-relative path of a segment (task ids never appear in paths)."""
-        return f"attempts/cohort={hex_of(cohort_key)}/{hex_of(digest)}.parquet"
+        return segment_path_of(cohort_key, digest)
 
     def resolve(self, relative: str) -> Path:
         """Return a local file holding the object at `relative` (fetched once on object roots).
