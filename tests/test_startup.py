@@ -87,6 +87,21 @@ def test_help_and_version_exit_zero(flag):
     )
 
 
+def test_a_command_collects_cycles_less_often_than_the_default():
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: sys.__stderr__.write(f'\\nGC {gc.get_threshold()}'))\n"
+        "from registry_cli.main import GC_THRESHOLD, main\n"
+        "assert gc.get_threshold() != GC_THRESHOLD  # set by the entry point, not by an import\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.rpartition("\nGC ")[2] == "(50000, 50, 100)"
+
+
 def test_no_module_imports_scipy_or_statsmodels():
     """scipy loads only where a p-value is computed; statsmodels only in the tests."""
     modules = _registry_modules()
