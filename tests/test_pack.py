@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from registry.storage.store import Store, open_store
 from registry.storage.tables import read_segment, rows_to_table, to_row, write_segment
 from registry.storage.verify import verify
 from registry_schemas import AttemptRecord
+from registry_schemas.ledger import PackedSegment
 from tests.conftest import make_record
 
 CLASSES = ("resolved", "model_failure", "resolved", "timeout", "harness_failure")
@@ -208,7 +210,7 @@ def _forge_pack(
     cohort: str,
     table: pa.Table,
     supersedes: list[str],
-    keep: list[Any] = (),  # type: ignore[assignment]
+    keep: Sequence[PackedSegment] = (),
 ) -> str:
     """Write another pack commit of `table` in place of the real one (a forged history).
 

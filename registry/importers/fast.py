@@ -41,7 +41,6 @@ _ENVELOPE = tuple(Envelope.model_fields)
 _ENVELOPE_KEYS = frozenset(_ENVELOPE)
 _FIELDS = frozenset(AttemptRecord.model_fields)
 _REQUIRED = frozenset(name for name, f in AttemptRecord.model_fields.items() if f.is_required())
-_CONTROL = CONTROL_CHARACTERS
 _DIGEST = re.compile(DIGEST_PATTERN)  # used with fullmatch: no trailing line break passes
 # RFC 3339 as the model reads it, narrowed to the forms whose parse is certain to agree with
 # pydantic's: ASCII digits, an upper-case T and Z, 1-6 fraction digits, an offset of at most
@@ -81,7 +80,7 @@ def _checked(value: dict[str, Any]) -> dict[str, Any]:
     if type(experiment) is not str or not 0 < len(experiment) <= 200:
         raise _NotPlain
     task = value["task_id"]
-    if type(task) is not str or not 0 < len(task) <= 500 or _CONTROL.search(task):
+    if type(task) is not str or not 0 < len(task) <= 500 or CONTROL_CHARACTERS.search(task):
         raise _NotPlain
     terminal_class = value["terminal_class"]
     if type(terminal_class) is not str or terminal_class not in _CLASSES:

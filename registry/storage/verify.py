@@ -400,8 +400,11 @@ def _check_pack(
         expected = actual = None
         every_one = False
     for segment in comparable:
+        path = store.resolve(segment.path)
         try:
-            packed = read_segment(store.resolve(segment.path))
+            schema = pq.read_schema(path)
+            # Its rows: the comparison read them already (unless it failed).
+            packed = read_segment(path) if actual is None else _rows_of(actual, segment.path)
         except (pa.ArrowException, OSError):
             _cannot_compare(segment, report)
             continue
@@ -413,8 +416,8 @@ def _check_pack(
             )
         if expected is None or actual is None:
             _cannot_compare(segment, report)
-        elif packed.schema != _packed_schema() or not (
-            every_one or _rows_of(expected, segment.path).equals(_rows_of(actual, segment.path))
+        elif schema != _packed_schema() or not (
+            every_one or _rows_of(expected, segment.path).equals(packed)
         ):
             report.problems.append(
                 f"{segment.path}: does not hold exactly the rows (attempt ids, content and "
@@ -449,47 +452,38 @@ def _superseded_rows(
     by the caller).
     """
     columns = ", ".join(f'"{name}"' for name in ATTEMPT_SCHEMA.names)
-    owner: dict[str, tuple[str, int | None]] = {}  # file -> (packed segment, commit or None)
+    files: list[tuple[str, str, int | None]] = []  # (file, packed segment, commit or None)
+    plain: list[str] = []  # ingest segments: the commit is their commit's
+    repacked: list[str] = []  # packed before: each row carries its commit
+    mine: list[str] = []  # the packed segments themselves
     for segment in packed:
-        owner[str(store.resolve(segment.path))] = (segment.path, None)
-        for path in segment.supersedes:
-            item = live[path]
-            owner[str(store.resolve(path))] = (
-                segment.path,
-                None if item.packed else item.entry.seq,
-            )
-    plain = [f for f, (_, seq) in owner.items() if seq is not None]
-    repacked = [str(store.resolve(p)) for s in packed for p in s.supersedes if live[p].packed]
-    mine = [str(store.resolve(s.path)) for s in packed]
+        for path in (segment.path, *segment.supersedes):
+            file = str(store.resolve(path))
+            item = live[path] if path != segment.path else None
+            seq = item.entry.seq if item is not None and not item.packed else None
+            files.append((file, segment.path, seq))
+            (mine if item is None else repacked if item.packed else plain).append(file)
+
+    def rows(commit_seq: str) -> str:
+        return (
+            f"SELECT {columns}, {commit_seq} AS commit_seq, f.pack AS _pack"
+            " FROM read_parquet(?, filename = true) s JOIN _files f ON s.filename = f.file"
+        )
+
     order = " ORDER BY _pack, attempt_id, commit_seq"
-    parts, params = [], []
-    if plain:
-        parts.append(
-            f"SELECT {columns}, f.seq AS commit_seq, f.pack AS _pack"
-            " FROM read_parquet(?, filename = true) s JOIN _files f ON s.filename = f.file"
-        )
-        params.append(plain)
-    if repacked:
-        parts.append(
-            f"SELECT {columns}, s.commit_seq, f.pack AS _pack"
-            " FROM read_parquet(?, filename = true) s JOIN _files f ON s.filename = f.file"
-        )
-        params.append(repacked)
+    sides = (("f.seq", plain), ("s.commit_seq", repacked))
+    parts = [(rows(commit_seq), side) for commit_seq, side in sides if side]
     con = duckdb.connect()
     try:
         # Bound as lists: registering an Arrow table would import pandas (about 0.6 s).
-        files = [(file, pack, seq) for file, (pack, seq) in owner.items()]
         register_rows(
             con, "_files", [("file", "VARCHAR"), ("pack", "VARCHAR"), ("seq", "BIGINT")], files
         )
         expected = con.sql(
-            f"SELECT * FROM ({' UNION ALL '.join(parts)}){order}", params=params
+            f"SELECT * FROM ({' UNION ALL '.join(sql for sql, _ in parts)}){order}",
+            params=[side for _, side in parts],
         ).to_arrow_table()
-        actual = con.sql(
-            f"SELECT {columns}, s.commit_seq, f.pack AS _pack"
-            f" FROM read_parquet(?, filename = true) s JOIN _files f ON s.filename = f.file{order}",
-            params=[mine],
-        ).to_arrow_table()
+        actual = con.sql(rows("s.commit_seq") + order, params=[mine]).to_arrow_table()
     finally:
         con.close()
     return expected, actual
